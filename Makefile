@@ -1,0 +1,48 @@
+# kdat top-level build.  `make` builds the kernel module (Kbuild, against the guest kernel's headers)
+# and the C++ side; `make demo` and `make test` install their own dependencies first.
+KVER  ?= $(shell scripts/kver 2>/dev/null)
+KDIR  ?= /lib/modules/$(KVER)/build
+BUILD ?= $(CURDIR)/build
+JOBS  ?= $(shell nproc)
+
+.PHONY: all deps module user demo test test-host test-guest guest-shell check-style clean
+
+all: module user
+
+deps:
+	@scripts/deps
+
+# W=1 and -Werror: the module builds warning-free or not at all.
+module:
+	@test -n "$(KVER)" || { echo "no guest kernel headers: run 'make deps'" >&2; exit 1; }
+	$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod W=1 KCFLAGS=-Werror modules
+
+user:
+	cmake -S user -B $(BUILD)/user -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD)/user -j $(JOBS)
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	scripts/vm-run --results $(BUILD)/demo -- scripts/demo
+
+# Every suite: host-side unit tests, then the guest suite on Debian's kernel.
+test: deps
+	@$(MAKE) --no-print-directory all
+	scripts/run-tests
+
+test-host: all
+	scripts/run-tests --host-only
+
+# One guest run of pytest; PYTEST_ARGS selects, e.g. PYTEST_ARGS="-k unload".
+test-guest: all
+	scripts/run-tests --guest-only $(PYTEST_ARGS)
+
+guest-shell: all
+	scripts/vm-run --timeout 86400 -- bash -c 'eval "$$(scripts/rdma-up)"; exec bash -i'
+
+check-style:
+	scripts/check-style
+
+clean:
+	-$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod clean
+	rm -rf $(BUILD)

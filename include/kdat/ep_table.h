@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note OR BSD-2-Clause */
+/*
+ * The DAT endpoint state machine: the ONE table of (state, stimulus) ->
+ * (action, next state, connection event).  kdat.ko drives every endpoint
+ * transition through it; libkdat, KUnit and the Python harness read the same
+ * rules (Python parses the KDAT_EP_RULE lines below, so keep one rule a line).
+ *
+ * States are DAT's own values (DAT_EP_STATE_* in dat.h).  Seed 000 calls the
+ * outcome of a failed connect "DAT_EP_STATE_UNDISCONNECTED"; no DAT header
+ * defines it and every implementation uses DAT_EP_STATE_DISCONNECTED, so this
+ * table does too.
+ *
+ * Actions:
+ *   GO       change to the next state and post the event (unless NONE).
+ *   NOOP     succeed and change nothing (graceful disconnect while
+ *            DISCONNECT_PENDING, disconnect of a DISCONNECTED EP: seed 001).
+ *   STALE    a provider event for a state that has moved on (a late accept
+ *            after TIMED_OUT, say): no state change and no event; the module
+ *            tears down whatever the stale event refers to.
+ *   INVALID  refuse with DAT_INVALID_STATE (subtype from the EP's state) and
+ *            leave everything unchanged.
+ * A pair that has no rule takes its stimulus' default: INVALID for consumer
+ * operations, STALE for provider events.  So no consumer call is ever
+ * silently ignored.
+ *
+ * Plain C, no libc: included by the kernel, C, C++ and parsed by Python.
+ */
+#ifndef KDAT_EP_TABLE_H
+#define KDAT_EP_TABLE_H
+
+#include <uapi/kdat_dat.h>
+
+enum kdat_ep_state {
+	KDAT_EP_UNCONNECTED = KDAT_DAT_EP_STATE_UNCONNECTED,
+	KDAT_EP_RESERVED = KDAT_DAT_EP_STATE_RESERVED,
+	KDAT_EP_PASSIVE_CONNECTION_PENDING = KDAT_DAT_EP_STATE_PASSIVE_CONNECTION_PENDING,
+	KDAT_EP_ACTIVE_CONNECTION_PENDING = KDAT_DAT_EP_STATE_ACTIVE_CONNECTION_PENDING,
+	KDAT_EP_TENTATIVE_CONNECTION_PENDING = KDAT_DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING,
+	KDAT_EP_CONNECTED = KDAT_DAT_EP_STATE_CONNECTED,
+	KDAT_EP_DISCONNECT_PENDING = KDAT_DAT_EP_STATE_DISCONNECT_PENDING,
+	KDAT_EP_DISCONNECTED = KDAT_DAT_EP_STATE_DISCONNECTED,
+	KDAT_EP_COMPLETION_PENDING = KDAT_DAT_EP_STATE_COMPLETION_PENDING,
+};
+
+/* One past the largest state value, for tables indexed by state. */
+#define KDAT_EP_STATE_LIMIT	(KDAT_EP_COMPLETION_PENDING + 1)
+
+/* Every state, in DAT order: KDAT_EP_STATES(X) expands X(NAME) per state. */
+#define KDAT_EP_STATES(X) \
+	X(UNCONNECTED) X(RESERVED) X(PASSIVE_CONNECTION_PENDING) \
+	X(ACTIVE_CONNECTION_PENDING) X(TENTATIVE_CONNECTION_PENDING) \
+	X(CONNECTED) X(DISCONNECT_PENDING) X(DISCONNECTED) X(COMPLETION_PENDING)
+
+/*
+ * Stimuli.  KDAT_EP_STIMULI(X) expands X(NAME, KIND) where KIND is OP for a
+ * consumer operation (default INVALID) or EV for a provider event (default
+ * STALE).
+ */
+#define KDAT_EP_STIMULI(X) \
+	X(CONNECT, OP)		/* dat_ep_connect */ \
+	X(DUP_CONNECT, OP)	/* dat_ep_dup_connect (seed 000) */ \
+	X(DISCONNECT_GRACEFUL, OP) /* dat_ep_disconnect, graceful (seed 001) */ \
+	X(DISCONNECT_ABRUPT, OP) /* dat_ep_disconnect, abrupt (seed 001) */ \
+	X(ACCEPT, OP)		/* dat_cr_accept on this EP (seed 003) */ \
+	X(REJECT, OP)		/* dat_cr_reject of a CR naming this EP */ \
+	X(RSP_CREATE, OP)	/* dat_rsp_create reserves this EP */ \
+	X(RSP_FREE, OP)		/* dat_rsp_free releases the reservation */ \
+	X(MODIFY, OP)		/* dat_ep_modify */ \
+	X(RESET, OP)		/* dat_ep_reset */ \
+	X(POST_SEND, OP)	/* send, RDMA write/read (seed 001: none in DISCONNECT_PENDING) */ \
+	X(POST_RECV, OP)	/* receive */ \
+	X(CR_ARRIVED, EV)	/* a CR names this EP (RSP) */ \
+	X(PROVIDER_BIND, EV)	/* provider-flag PSP gave this EP a CR */ \
+	X(ESTABLISHED, EV)	/* rdma_cm ESTABLISHED */ \
+	X(PEER_REJECTED, EV)	/* consumer reject from the peer */ \
+	X(NON_PEER_REJECTED, EV) /* no listener, backlog full, transport error */ \
+	X(UNREACHABLE, EV)	/* address/route resolution failed */ \
+	X(TIMEOUT, EV)		/* the connect timeout expired */ \
+	X(ACCEPT_FAILED, EV)	/* passive establishment failed (seed 003) */ \
+	X(DISCONNECTED, EV)	/* peer DREQ, or our DREQ completed */ \
+	X(DRAINED, EV)		/* graceful: in-progress requests completed */ \
+	X(BROKEN, EV)		/* transport error on a connection */ \
+	X(DEVICE_REMOVED, EV)	/* the RDMA device went away */
+
+enum kdat_ep_stimulus {
+#define KDAT_EP_STIM_ENUM_(name, kind) KDAT_EP_STIM_##name,
+	KDAT_EP_STIMULI(KDAT_EP_STIM_ENUM_)
+#undef KDAT_EP_STIM_ENUM_
+	KDAT_EP_STIM_COUNT
+};
+
+enum kdat_ep_action {
+	KDAT_EP_GO,
+	KDAT_EP_NOOP,
+	KDAT_EP_STALE,
+	KDAT_EP_INVALID,
+};
+
+/* Connection events an EP transition can post (DAT event numbers); NONE = 0. */
+#define KDAT_EP_EVENT_NONE		0u
+#define KDAT_EP_EVENT_ESTABLISHED	KDAT_DAT_CONNECTION_EVENT_ESTABLISHED
+#define KDAT_EP_EVENT_PEER_REJECTED	KDAT_DAT_CONNECTION_EVENT_PEER_REJECTED
+#define KDAT_EP_EVENT_NON_PEER_REJECTED	KDAT_DAT_CONNECTION_EVENT_NON_PEER_REJECTED
+#define KDAT_EP_EVENT_ACCEPT_COMPLETION_ERROR KDAT_DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR
+#define KDAT_EP_EVENT_DISCONNECTED	KDAT_DAT_CONNECTION_EVENT_DISCONNECTED
+#define KDAT_EP_EVENT_BROKEN		KDAT_DAT_CONNECTION_EVENT_BROKEN
+#define KDAT_EP_EVENT_TIMED_OUT		KDAT_DAT_CONNECTION_EVENT_TIMED_OUT
+#define KDAT_EP_EVENT_UNREACHABLE	KDAT_DAT_CONNECTION_EVENT_UNREACHABLE
+
+/*
+ * The rules: KDAT_EP_RULES(R) expands R(STATE, STIMULUS, ACTION, NEXT, EVENT)
+ * with bare names (KDAT_EP_<STATE>, KDAT_EP_STIM_<STIMULUS>, KDAT_EP_<ACTION>,
+ * KDAT_EP_EVENT_<EVENT>).  NEXT is the state itself where nothing changes.
+ */
+#define KDAT_EP_RULES(R) \
+	/* --- connect and dup_connect: only from UNCONNECTED (seed 000) --- */ \
+	R(UNCONNECTED, CONNECT, GO, ACTIVE_CONNECTION_PENDING, NONE) \
+	R(UNCONNECTED, DUP_CONNECT, GO, ACTIVE_CONNECTION_PENDING, NONE) \
+	/* --- the active side's outcomes: exactly one event each (seed 000) --- */ \
+	R(ACTIVE_CONNECTION_PENDING, ESTABLISHED, GO, CONNECTED, ESTABLISHED) \
+	R(ACTIVE_CONNECTION_PENDING, PEER_REJECTED, GO, DISCONNECTED, PEER_REJECTED) \
+	R(ACTIVE_CONNECTION_PENDING, NON_PEER_REJECTED, GO, DISCONNECTED, NON_PEER_REJECTED) \
+	R(ACTIVE_CONNECTION_PENDING, UNREACHABLE, GO, DISCONNECTED, UNREACHABLE) \
+	R(ACTIVE_CONNECTION_PENDING, TIMEOUT, GO, DISCONNECTED, TIMED_OUT) \
+	R(ACTIVE_CONNECTION_PENDING, BROKEN, GO, DISCONNECTED, NON_PEER_REJECTED) \
+	R(ACTIVE_CONNECTION_PENDING, DISCONNECTED, GO, DISCONNECTED, NON_PEER_REJECTED) \
+	R(ACTIVE_CONNECTION_PENDING, DEVICE_REMOVED, GO, DISCONNECTED, NON_PEER_REJECTED) \
+	/* --- the passive side (seed 003) --- */ \
+	R(RESERVED, CR_ARRIVED, GO, PASSIVE_CONNECTION_PENDING, NONE) \
+	R(UNCONNECTED, PROVIDER_BIND, GO, TENTATIVE_CONNECTION_PENDING, NONE) \
+	R(UNCONNECTED, ACCEPT, GO, COMPLETION_PENDING, NONE) \
+	R(PASSIVE_CONNECTION_PENDING, ACCEPT, GO, COMPLETION_PENDING, NONE) \
+	R(TENTATIVE_CONNECTION_PENDING, ACCEPT, GO, COMPLETION_PENDING, NONE) \
+	R(PASSIVE_CONNECTION_PENDING, REJECT, GO, UNCONNECTED, NONE) \
+	R(TENTATIVE_CONNECTION_PENDING, REJECT, GO, UNCONNECTED, NONE) \
+	R(COMPLETION_PENDING, ESTABLISHED, GO, CONNECTED, ESTABLISHED) \
+	R(COMPLETION_PENDING, ACCEPT_FAILED, GO, DISCONNECTED, ACCEPT_COMPLETION_ERROR) \
+	R(COMPLETION_PENDING, PEER_REJECTED, GO, DISCONNECTED, ACCEPT_COMPLETION_ERROR) \
+	R(COMPLETION_PENDING, NON_PEER_REJECTED, GO, DISCONNECTED, ACCEPT_COMPLETION_ERROR) \
+	R(COMPLETION_PENDING, UNREACHABLE, GO, DISCONNECTED, ACCEPT_COMPLETION_ERROR) \
+	R(COMPLETION_PENDING, TIMEOUT, GO, DISCONNECTED, ACCEPT_COMPLETION_ERROR) \
+	R(COMPLETION_PENDING, BROKEN, GO, DISCONNECTED, ACCEPT_COMPLETION_ERROR) \
+	R(COMPLETION_PENDING, DISCONNECTED, GO, DISCONNECTED, ACCEPT_COMPLETION_ERROR) \
+	R(COMPLETION_PENDING, DEVICE_REMOVED, GO, DISCONNECTED, ACCEPT_COMPLETION_ERROR) \
+	/* --- service points --- */ \
+	R(UNCONNECTED, RSP_CREATE, GO, RESERVED, NONE) \
+	R(RESERVED, RSP_FREE, GO, UNCONNECTED, NONE) \
+	R(PASSIVE_CONNECTION_PENDING, RSP_FREE, NOOP, PASSIVE_CONNECTION_PENDING, NONE) \
+	/* --- disconnect (seed 001) --- */ \
+	R(CONNECTED, DISCONNECT_GRACEFUL, GO, DISCONNECT_PENDING, NONE) \
+	R(CONNECTED, DISCONNECT_ABRUPT, GO, DISCONNECTED, DISCONNECTED) \
+	R(DISCONNECT_PENDING, DISCONNECT_GRACEFUL, NOOP, DISCONNECT_PENDING, NONE) \
+	R(DISCONNECT_PENDING, DISCONNECT_ABRUPT, GO, DISCONNECTED, DISCONNECTED) \
+	R(DISCONNECTED, DISCONNECT_GRACEFUL, NOOP, DISCONNECTED, NONE) \
+	R(DISCONNECTED, DISCONNECT_ABRUPT, NOOP, DISCONNECTED, NONE) \
+	R(ACTIVE_CONNECTION_PENDING, DISCONNECT_GRACEFUL, GO, DISCONNECTED, DISCONNECTED) \
+	R(ACTIVE_CONNECTION_PENDING, DISCONNECT_ABRUPT, GO, DISCONNECTED, DISCONNECTED) \
+	R(COMPLETION_PENDING, DISCONNECT_GRACEFUL, GO, DISCONNECTED, DISCONNECTED) \
+	R(COMPLETION_PENDING, DISCONNECT_ABRUPT, GO, DISCONNECTED, DISCONNECTED) \
+	R(DISCONNECT_PENDING, DRAINED, GO, DISCONNECTED, DISCONNECTED) \
+	R(CONNECTED, DISCONNECTED, GO, DISCONNECTED, DISCONNECTED) \
+	R(DISCONNECT_PENDING, DISCONNECTED, GO, DISCONNECTED, DISCONNECTED) \
+	R(CONNECTED, BROKEN, GO, DISCONNECTED, BROKEN) \
+	R(DISCONNECT_PENDING, BROKEN, GO, DISCONNECTED, BROKEN) \
+	R(CONNECTED, DEVICE_REMOVED, GO, DISCONNECTED, BROKEN) \
+	R(DISCONNECT_PENDING, DEVICE_REMOVED, GO, DISCONNECTED, BROKEN) \
+	/* --- a removed device leaves idle EPs unusable, with no event --- */ \
+	R(UNCONNECTED, DEVICE_REMOVED, GO, DISCONNECTED, NONE) \
+	R(RESERVED, DEVICE_REMOVED, GO, DISCONNECTED, NONE) \
+	R(PASSIVE_CONNECTION_PENDING, DEVICE_REMOVED, GO, DISCONNECTED, NONE) \
+	R(TENTATIVE_CONNECTION_PENDING, DEVICE_REMOVED, GO, DISCONNECTED, NONE) \
+	/* --- modify: before a connection exists --- */ \
+	R(UNCONNECTED, MODIFY, NOOP, UNCONNECTED, NONE) \
+	R(RESERVED, MODIFY, NOOP, RESERVED, NONE) \
+	R(PASSIVE_CONNECTION_PENDING, MODIFY, NOOP, PASSIVE_CONNECTION_PENDING, NONE) \
+	R(TENTATIVE_CONNECTION_PENDING, MODIFY, NOOP, TENTATIVE_CONNECTION_PENDING, NONE) \
+	/* --- reset: a DISCONNECTED EP is made reusable --- */ \
+	R(DISCONNECTED, RESET, GO, UNCONNECTED, NONE) \
+	R(UNCONNECTED, RESET, NOOP, UNCONNECTED, NONE) \
+	/* --- data transfer requests --- */ \
+	R(CONNECTED, POST_SEND, NOOP, CONNECTED, NONE) \
+	R(UNCONNECTED, POST_RECV, NOOP, UNCONNECTED, NONE) \
+	R(RESERVED, POST_RECV, NOOP, RESERVED, NONE) \
+	R(PASSIVE_CONNECTION_PENDING, POST_RECV, NOOP, PASSIVE_CONNECTION_PENDING, NONE) \
+	R(TENTATIVE_CONNECTION_PENDING, POST_RECV, NOOP, TENTATIVE_CONNECTION_PENDING, NONE) \
+	R(ACTIVE_CONNECTION_PENDING, POST_RECV, NOOP, ACTIVE_CONNECTION_PENDING, NONE) \
+	R(COMPLETION_PENDING, POST_RECV, NOOP, COMPLETION_PENDING, NONE) \
+	R(CONNECTED, POST_RECV, NOOP, CONNECTED, NONE) \
+	R(DISCONNECT_PENDING, POST_RECV, NOOP, DISCONNECT_PENDING, NONE)
+
+/* The answer for one (state, stimulus) pair. */
+struct kdat_ep_step {
+	unsigned int action;	/* enum kdat_ep_action */
+	unsigned int next;	/* enum kdat_ep_state */
+	unsigned int event;	/* KDAT_EP_EVENT_*, 0 for none */
+};
+
+/* Is this state one of the nine DAT states above? */
+static inline int kdat_ep_state_valid(unsigned int state)
+{
+	switch (state) {
+#define KDAT_EP_STATE_CASE_(name) case KDAT_EP_##name:
+	KDAT_EP_STATES(KDAT_EP_STATE_CASE_)
+#undef KDAT_EP_STATE_CASE_
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* Is this stimulus a provider event (default STALE) rather than an operation? */
+static inline int kdat_ep_stimulus_is_event(unsigned int stimulus)
+{
+	switch (stimulus) {
+#define KDAT_EP_STIM_KIND_OP 0
+#define KDAT_EP_STIM_KIND_EV 1
+#define KDAT_EP_STIM_KIND_(name, kind) \
+	case KDAT_EP_STIM_##name: return KDAT_EP_STIM_KIND_##kind;
+	KDAT_EP_STIMULI(KDAT_EP_STIM_KIND_)
+#undef KDAT_EP_STIM_KIND_
+	default:
+		return 0;
+	}
+}
+
+/*
+ * Look a pair up.  A switch over the rules: the compiler turns it into a
+ * jump table, and a duplicate rule is a compile error (duplicate case).
+ */
+static inline struct kdat_ep_step kdat_ep_lookup(unsigned int state, unsigned int stimulus)
+{
+	struct kdat_ep_step step;
+
+	switch (state * KDAT_EP_STIM_COUNT + stimulus) {
+#define KDAT_EP_RULE_CASE_(st, stim, act, nxt, ev) \
+	case KDAT_EP_##st * KDAT_EP_STIM_COUNT + KDAT_EP_STIM_##stim: \
+		step.action = KDAT_EP_##act; \
+		step.next = KDAT_EP_##nxt; \
+		step.event = KDAT_EP_EVENT_##ev; \
+		return step;
+	KDAT_EP_RULES(KDAT_EP_RULE_CASE_)
+#undef KDAT_EP_RULE_CASE_
+	default:
+		break;
+	}
+	step.action = kdat_ep_stimulus_is_event(stimulus) ? KDAT_EP_STALE : KDAT_EP_INVALID;
+	step.next = state;
+	step.event = KDAT_EP_EVENT_NONE;
+	return step;
+}
+
+/* DAT_INVALID_STATE subtype naming the state an EP was in. */
+static inline unsigned int kdat_ep_invalid_state_subtype(unsigned int state)
+{
+	switch (state) {
+	case KDAT_EP_UNCONNECTED: return KDAT_DAT_INVALID_STATE_EP_UNCONNECTED;
+	case KDAT_EP_RESERVED: return KDAT_DAT_INVALID_STATE_EP_RESERVED;
+	case KDAT_EP_PASSIVE_CONNECTION_PENDING: return KDAT_DAT_INVALID_STATE_EP_PASSCONNPENDING;
+	case KDAT_EP_ACTIVE_CONNECTION_PENDING: return KDAT_DAT_INVALID_STATE_EP_ACTCONNPENDING;
+	case KDAT_EP_TENTATIVE_CONNECTION_PENDING: return KDAT_DAT_INVALID_STATE_EP_TENTCONNPENDING;
+	case KDAT_EP_CONNECTED: return KDAT_DAT_INVALID_STATE_EP_CONNECTED;
+	case KDAT_EP_DISCONNECT_PENDING: return KDAT_DAT_INVALID_STATE_EP_DISCPENDING;
+	case KDAT_EP_DISCONNECTED: return KDAT_DAT_INVALID_STATE_EP_DISCONNECTED;
+	case KDAT_EP_COMPLETION_PENDING: return KDAT_DAT_INVALID_STATE_EP_COMPLPENDING;
+	default: return KDAT_DAT_INVALID_STATE_EP_NOTREADY;
+	}
+}
+
+#endif /* KDAT_EP_TABLE_H */

@@ -1,0 +1,5 @@
+"""Shared pytest setup: makes tests/kdat_harness importable for every suite."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

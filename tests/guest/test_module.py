@@ -1,0 +1,58 @@
+"""The module's life cycle: load, /dev/kdat, the version ioctl, clean unload, clean kernel log."""
+import os
+import stat
+
+from kdat_harness import guest
+from kdat_harness.guest import UAPI, errno
+
+
+def test_load_creates_dev_kdat_0600_and_unload_removes_it(rdma, kernel_log):
+    if guest.module_loaded():
+        assert guest.unload_module().returncode == 0
+    guest.load_module()
+    st = os.stat(guest.DEV)
+    assert stat.S_ISCHR(st.st_mode)
+    assert stat.S_IMODE(st.st_mode) == 0o600
+    r = guest.unload_module()
+    assert r.returncode == 0, r.stderr
+    assert not os.path.exists(guest.DEV)
+    assert not guest.module_loaded()
+    assert any("kdat: unloaded" in line for line in kernel_log.new_lines())
+
+
+def test_version_reports_abi_and_the_rxe_device(dev, rdma):
+    v = dev.ioctl("KDAT_IOC_VERSION", UAPI.new("kdat_version"))
+    assert v.abi_version == UAPI.consts["KDAT_ABI_VERSION"]
+    assert (v.dat_major, v.dat_minor) == (2, 0)
+    assert v.num_devices >= 1  # rxe_kdat0 from rdma-up
+
+
+def test_rdma_device_added_after_load_is_seen(dev, rdma):
+    before = dev.ioctl("KDAT_IOC_VERSION", UAPI.new("kdat_version")).num_devices
+    guest.run("ip", "link", "add", "kdatx", "type", "dummy")
+    try:
+        guest.run("ip", "link", "set", "kdatx", "up")
+        guest.run("rdma", "link", "add", "rxe_kdatx", "type", "rxe", "netdev", "kdatx")
+        assert dev.ioctl("KDAT_IOC_VERSION", UAPI.new("kdat_version")).num_devices == before + 1
+        guest.run("rdma", "link", "delete", "rxe_kdatx")
+        assert dev.ioctl("KDAT_IOC_VERSION", UAPI.new("kdat_version")).num_devices == before
+    finally:
+        guest.run("rdma", "link", "delete", "rxe_kdatx", check=False)
+        guest.run("ip", "link", "delete", "kdatx", check=False)
+
+
+def test_bad_size_reserved_bits_and_unknown_command(dev):
+    v = UAPI.new("kdat_version")
+    v.size = 4
+    assert dev.ioctl_errno("KDAT_IOC_VERSION", v) == errno.EINVAL
+    v = UAPI.new("kdat_version")
+    v.reserved[1] = 1
+    assert dev.ioctl_errno("KDAT_IOC_VERSION", v) == errno.EINVAL
+    unknown = (3 << 30) | (16 << 16) | (UAPI.consts["KDAT_IOC_MAGIC"] << 8) | 0xFE
+    assert dev.ioctl_errno(unknown, UAPI.new("kdat_version")) == errno.ENOTTY
+
+
+def test_user_library_sees_the_module(dev):
+    kdatctl = os.path.join(os.environ["KDAT_REPO"], "build", "user", "kdatctl")
+    r = guest.run(kdatctl, "version")
+    assert f"kdat ABI {UAPI.consts['KDAT_ABI_VERSION']}, DAT 2.0" in r.stdout

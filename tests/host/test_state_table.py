@@ -1,0 +1,114 @@
+"""Host-side checks of the endpoint state table against the seeds' rules."""
+import collections
+
+import pytest
+
+from kdat_harness.table import Table
+
+T = Table()
+CONNECTION_STATES = ["ACTIVE_CONNECTION_PENDING", "COMPLETION_PENDING"]
+NOT_DISCONNECTABLE = ["UNCONNECTED", "RESERVED", "PASSIVE_CONNECTION_PENDING",
+                      "TENTATIVE_CONNECTION_PENDING"]
+
+
+def test_nine_dat_states_with_dat_values():
+    assert len(T.states) == 9
+    assert T.state_value["UNCONNECTED"] == 0
+    assert T.state_value["CONNECTED"] == 9
+    assert T.state_value["DISCONNECTED"] == 11
+    assert "UNDISCONNECTED" not in T.states  # seed 000's name; the DAT headers' is DISCONNECTED
+
+
+def test_rules_are_unique_and_well_formed():
+    pairs = collections.Counter((r.state, r.stimulus) for r in T.rules)
+    assert [p for p, n in pairs.items() if n > 1] == []
+    for r in T.rules:
+        assert r.state in T.states and r.next in T.states, r
+        assert r.stimulus in T.stimuli, r
+        assert r.action in ("GO", "NOOP"), r
+        if r.action == "NOOP":
+            assert r.next == r.state and r.event == "NONE", r
+
+
+def test_every_state_reachable_from_unconnected():
+    seen, todo = {"UNCONNECTED"}, ["UNCONNECTED"]
+    while todo:
+        s = todo.pop()
+        for stim in T.stimuli:
+            action, nxt, _ = T.lookup(s, stim)
+            if action == "GO" and nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    assert seen == set(T.states)
+
+
+@pytest.mark.parametrize("state", T.states)
+def test_consumer_operations_never_silently_ignored(state):
+    for stim, kind in T.stimuli.items():
+        if kind == "OP":
+            action, _, _ = T.lookup(state, stim)
+            assert action in ("GO", "NOOP", "INVALID")
+
+
+def test_connect_only_from_unconnected():  # seed 000
+    for s in T.states:
+        for stim in ("CONNECT", "DUP_CONNECT"):
+            action, nxt, _ = T.lookup(s, stim)
+            if s == "UNCONNECTED":
+                assert (action, nxt) == ("GO", "ACTIVE_CONNECTION_PENDING")
+            else:
+                assert action == "INVALID"
+
+
+@pytest.mark.parametrize("stim,event", [
+    ("ESTABLISHED", "ESTABLISHED"), ("PEER_REJECTED", "PEER_REJECTED"),
+    ("NON_PEER_REJECTED", "NON_PEER_REJECTED"), ("UNREACHABLE", "UNREACHABLE"),
+    ("TIMEOUT", "TIMED_OUT")])
+def test_active_outcomes(stim, event):  # seed 000
+    action, nxt, ev = T.lookup("ACTIVE_CONNECTION_PENDING", stim)
+    assert action == "GO" and ev == event
+    assert nxt == ("CONNECTED" if stim == "ESTABLISHED" else "DISCONNECTED")
+
+
+def test_late_provider_events_after_an_outcome_are_stale():
+    # After TIMED_OUT (or any outcome) a late accept/reject must post nothing.
+    for s in ("DISCONNECTED", "CONNECTED"):
+        for stim in ("ESTABLISHED", "PEER_REJECTED", "TIMEOUT", "UNREACHABLE"):
+            if (s, stim) == ("CONNECTED", "ESTABLISHED"):
+                continue
+            assert T.lookup(s, stim)[0] == "STALE", (s, stim)
+
+
+def test_disconnect_rules():  # seed 001
+    for flag in ("DISCONNECT_GRACEFUL", "DISCONNECT_ABRUPT"):
+        for s in NOT_DISCONNECTABLE:
+            assert T.lookup(s, flag)[0] == "INVALID"
+        assert T.lookup("DISCONNECTED", flag) == ("NOOP", "DISCONNECTED", "NONE")
+        for s in CONNECTION_STATES:
+            assert T.lookup(s, flag) == ("GO", "DISCONNECTED", "DISCONNECTED")
+    assert T.lookup("CONNECTED", "DISCONNECT_GRACEFUL") == ("GO", "DISCONNECT_PENDING", "NONE")
+    assert T.lookup("CONNECTED", "DISCONNECT_ABRUPT") == ("GO", "DISCONNECTED", "DISCONNECTED")
+    assert T.lookup("DISCONNECT_PENDING", "DISCONNECT_GRACEFUL")[0] == "NOOP"
+    assert T.lookup("DISCONNECT_PENDING", "DISCONNECT_ABRUPT") == (
+        "GO", "DISCONNECTED", "DISCONNECTED")
+    assert T.lookup("DISCONNECT_PENDING", "POST_SEND")[0] == "INVALID"
+    assert T.lookup("DISCONNECT_PENDING", "DRAINED") == ("GO", "DISCONNECTED", "DISCONNECTED")
+
+
+def test_accept_rules():  # seed 003
+    for s in ("UNCONNECTED", "PASSIVE_CONNECTION_PENDING", "TENTATIVE_CONNECTION_PENDING"):
+        assert T.lookup(s, "ACCEPT") == ("GO", "COMPLETION_PENDING", "NONE")
+    for s in ("RESERVED", "ACTIVE_CONNECTION_PENDING", "CONNECTED", "DISCONNECT_PENDING",
+              "DISCONNECTED", "COMPLETION_PENDING"):
+        assert T.lookup(s, "ACCEPT")[0] == "INVALID"
+    assert T.lookup("COMPLETION_PENDING", "ESTABLISHED") == ("GO", "CONNECTED", "ESTABLISHED")
+    for stim in ("ACCEPT_FAILED", "TIMEOUT", "BROKEN", "PEER_REJECTED"):
+        assert T.lookup("COMPLETION_PENDING", stim) == (
+            "GO", "DISCONNECTED", "ACCEPT_COMPLETION_ERROR")
+
+
+def test_every_transition_into_disconnected_from_a_live_state_posts_one_event():
+    live = CONNECTION_STATES + ["CONNECTED", "DISCONNECT_PENDING"]
+    for r in T.rules:
+        if r.action == "GO" and r.next == "DISCONNECTED" and r.state in live:
+            assert r.event != "NONE", r

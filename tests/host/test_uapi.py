@@ -1,0 +1,70 @@
+"""The Python view of the ABI must match the C compiler's, and the DAT mirror must match DAT."""
+import ctypes
+import os
+import subprocess
+import tempfile
+
+from kdat_harness import INCLUDE, REPO
+from kdat_harness.uapi import Uapi
+
+U = Uapi()
+
+
+def _c_layout(structs):
+    """sizeof and offsetof of each struct field, from the C compiler."""
+    lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <uapi/kdat.h>", "int main(void) {"]
+    for name, cls in structs.items():
+        lines.append(f'printf("{name} size %zu\\n", sizeof(struct {name}));')
+        for fname, _ in cls._fields_:
+            lines.append(f'printf("{name}.{fname} %zu\\n", offsetof(struct {name}, {fname}));')
+    lines.append("return 0; }")
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "layout.c")
+        with open(src, "w") as f:
+            f.write("\n".join(lines))
+        exe = os.path.join(d, "layout")
+        subprocess.run(["cc", "-I", INCLUDE, "-o", exe, src], check=True)
+        out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+    return dict(line.rsplit(" ", 1) for line in out.splitlines())
+
+
+def test_struct_layouts_match_the_compiler():
+    assert U.structs, "no structs parsed from include/uapi/kdat.h"
+    c = _c_layout(U.structs)
+    for name, cls in U.structs.items():
+        assert int(c[f"{name} size"]) == ctypes.sizeof(cls), name
+        for fname, _ in cls._fields_:
+            assert int(c[f"{name}.{fname}"]) == getattr(cls, fname).offset, (name, fname)
+
+
+def test_ioctl_numbers_match_the_compiler():
+    lines = ["#include <stdio.h>", "#include <uapi/kdat.h>", "int main(void) {"]
+    for name in U.ioctls:
+        lines.append(f'printf("{name} %lu\\n", (unsigned long){name});')
+    lines.append("return 0; }")
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "ioc.c")
+        open(src, "w").write("\n".join(lines))
+        subprocess.run(["cc", "-I", INCLUDE, "-o", os.path.join(d, "ioc"), src], check=True)
+        out = subprocess.run([os.path.join(d, "ioc")], capture_output=True, text=True).stdout
+    c = dict((k, int(v)) for k, v in (line.split() for line in out.splitlines()))
+    assert c == U.ioctls
+
+
+def test_every_struct_has_size_first_and_no_implicit_padding():
+    for name, cls in U.structs.items():
+        fields = [f for f, _ in cls._fields_]
+        if name.startswith("kdat_") and "size" in fields:
+            assert fields[0] == "size", name
+        end = 0
+        for fname, ftype in cls._fields_:
+            assert getattr(cls, fname).offset == end, f"implicit padding before {name}.{fname}"
+            end += ctypes.sizeof(ftype)
+        assert end == ctypes.sizeof(cls), f"implicit tail padding in {name}"
+
+
+def test_dat_mirror_is_what_the_generator_prints():
+    gen = subprocess.run([os.path.join(REPO, "scripts", "gen-dat-mirror")], check=True,
+                         capture_output=True, text=True).stdout
+    with open(os.path.join(INCLUDE, "uapi", "kdat_dat.h")) as f:
+        assert f.read() == gen, "include/uapi/kdat_dat.h is stale: run scripts/gen-dat-mirror"

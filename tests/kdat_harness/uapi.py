@@ -1,0 +1,105 @@
+"""ctypes mirrors of include/uapi/kdat.h, built by parsing the header (never retyped).
+
+The header keeps to a subset this parser understands: #define NAME <int or known name>, structs
+of __u8/__u16/__u32/__u64/__s32/__s64/char fields, fixed arrays and nested kdat structs, and ioctl
+numbers made with _IO/_IOR/_IOW/_IOWR.  tests/host checks every struct's size and offsets against
+the C compiler's.
+"""
+import ctypes
+import os
+import re
+
+from . import INCLUDE
+
+UAPI_H = os.path.join(INCLUDE, "uapi", "kdat.h")
+
+_SCALARS = {
+    "__u8": ctypes.c_uint8, "__u16": ctypes.c_uint16, "__u32": ctypes.c_uint32,
+    "__u64": ctypes.c_uint64, "__aligned_u64": ctypes.c_uint64, "__s8": ctypes.c_int8,
+    "__s16": ctypes.c_int16, "__s32": ctypes.c_int32, "__s64": ctypes.c_int64,
+    "char": ctypes.c_char,
+}
+_IOC_DIR = {"_IO": 0, "_IOW": 1, "_IOR": 2, "_IOWR": 3}
+
+
+def _strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+class Uapi:
+    """Attributes: consts (name -> int), structs (name -> ctypes.Structure), ioctls (name -> int)."""
+
+    def __init__(self, path=UAPI_H, extra_headers=()):
+        self.consts = {}
+        self.structs = {}
+        self.ioctls = {}
+        for h in extra_headers:
+            self._parse_defines(_strip_comments(open(h).read()))
+        text = _strip_comments(open(path).read())
+        self._parse_defines(text)
+        for m in re.finditer(r"struct\s+(\w+)\s*\{(.*?)\}\s*;", text, flags=re.S):
+            self.structs[m.group(1)] = self._make_struct(m.group(1), m.group(2))
+        for m in re.finditer(r"#define\s+(\w+)\s+(_IO\w*)\(\s*(\w+)\s*,\s*(\w+)\s*(?:,\s*struct\s+(\w+))?\s*\)",
+                             text):
+            name, macro, typ, nr, sname = m.groups()
+            size = ctypes.sizeof(self.structs[sname]) if sname else 0
+            self.ioctls[name] = ((_IOC_DIR[macro] << 30) | (size << 16) |
+                                 (self.value(typ) << 8) | self.value(nr))
+
+    def value(self, token):
+        token = token.strip()
+        if token in self.consts:
+            return self.consts[token]
+        return int(token.rstrip("uUlL"), 0)
+
+    def _parse_defines(self, text):
+        for m in re.finditer(r"#define\s+(\w+)\s+\(?\s*([\w]+)\s*\)?[ \t]*$", text, flags=re.M):
+            name, val = m.groups()
+            try:
+                self.consts[name] = self.value(val)
+            except ValueError:
+                pass
+        # simple shifts and sums used for flag masks: (1u << 3), (A | B)
+        for m in re.finditer(r"#define\s+(\w+)\s+\(([^()\n]+)\)[ \t]*$", text, flags=re.M):
+            name, expr = m.groups()
+            if name in self.consts:
+                continue
+            toks = re.split(r"(<<|\||\+)", expr)
+            try:
+                vals = [t.strip() for t in toks]
+                acc = self.value(vals[0])
+                for op, v in zip(vals[1::2], vals[2::2]):
+                    v = self.value(v)
+                    acc = acc << v if op == "<<" else (acc | v if op == "|" else acc + v)
+                self.consts[name] = acc
+            except (ValueError, KeyError):
+                pass
+
+    def _make_struct(self, name, body):
+        fields = []
+        for decl in body.split(";"):
+            decl = " ".join(decl.split())
+            if not decl:
+                continue
+            m = re.fullmatch(r"(struct\s+\w+|\w+)\s+(\w+)((?:\[\s*\w+\s*\])*)", decl)
+            if not m:
+                raise ValueError(f"struct {name}: cannot parse field '{decl}'")
+            typ, fname, dims = m.groups()
+            if typ.startswith("struct"):
+                ctype = self.structs[typ.split()[1]]
+            else:
+                ctype = _SCALARS[typ]
+            for d in reversed(re.findall(r"\[\s*(\w+)\s*\]", dims)):
+                ctype = ctype * self.value(d)
+            fields.append((fname, ctype))
+        return type(name, (ctypes.Structure,), {"_fields_": fields})
+
+    def new(self, struct_name, **values):
+        """A zeroed struct with size set (if it has a size field) and the given fields."""
+        s = self.structs[struct_name]()
+        if "size" in dict(s._fields_):
+            s.size = ctypes.sizeof(s)
+        for k, v in values.items():
+            setattr(s, k, v)
+        return s
