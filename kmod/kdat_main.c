@@ -6,44 +6,32 @@
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
-#include <linux/uaccess.h>
 #include <uapi/kdat.h>
 #include "kdat_priv.h"
 
-static long kdat_ioctl_version(void __user *uarg)
-{
-	struct kdat_version v;
-	u32 size;
+struct workqueue_struct *kdat_wq;
 
-	if (get_user(size, (u32 __user *)uarg))
-		return -EFAULT;
-	if (size != sizeof(v))
-		return -EINVAL;
-	if (copy_from_user(&v, uarg, sizeof(v)))
-		return -EFAULT;
-	if (memchr_inv(v.reserved, 0, sizeof(v.reserved)))
-		return -EINVAL;
-	v.abi_version = KDAT_ABI_VERSION;
-	v.dat_major = 2;
-	v.dat_minor = 0;
-	v.num_devices = kdat_devices_count();
-	return copy_to_user(uarg, &v, sizeof(v)) ? -EFAULT : 0;
+static int kdat_open(struct inode *inode, struct file *file)
+{
+	struct kdat_ctx *ctx = kdat_ctx_create();
+
+	if (!ctx)
+		return -ENOMEM;
+	file->private_data = ctx;
+	return 0;
 }
 
-static long kdat_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+/* close(): everything the file owns goes, connected EPs included. */
+static int kdat_release(struct inode *inode, struct file *file)
 {
-	void __user *uarg = (void __user *)arg;
-
-	switch (cmd) {
-	case KDAT_IOC_VERSION:
-		return kdat_ioctl_version(uarg);
-	default:
-		return -ENOTTY;
-	}
+	kdat_ctx_destroy(file->private_data);
+	return 0;
 }
 
 static const struct file_operations kdat_fops = {
 	.owner = THIS_MODULE,
+	.open = kdat_open,
+	.release = kdat_release,
 	.unlocked_ioctl = kdat_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
 	.llseek = no_llseek,
@@ -60,22 +48,31 @@ static int __init kdat_init(void)
 {
 	int ret;
 
+	kdat_wq = alloc_workqueue("kdat", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	if (!kdat_wq)
+		return -ENOMEM;
 	ret = kdat_devices_init();
 	if (ret)
-		return ret;
+		goto err_wq;
 	ret = misc_register(&kdat_misc);
-	if (ret) {
-		kdat_devices_exit();
-		return ret;
-	}
+	if (ret)
+		goto err_devices;
 	pr_info("kdat: ABI %u ready on /dev/%s\n", KDAT_ABI_VERSION, KDAT_DEVICE_NAME);
 	return 0;
+
+err_devices:
+	kdat_devices_exit();
+err_wq:
+	destroy_workqueue(kdat_wq);
+	return ret;
 }
 
 static void __exit kdat_exit(void)
 {
 	misc_deregister(&kdat_misc);
 	kdat_devices_exit();
+	/* every file and kernel IA is gone (module refcount); let releases finish */
+	destroy_workqueue(kdat_wq);
 	pr_info("kdat: unloaded\n");
 }
 

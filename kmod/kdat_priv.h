@@ -3,18 +3,188 @@
 #ifndef KDAT_PRIV_H
 #define KDAT_PRIV_H
 
+#include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <linux/xarray.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+#include <kdat/kdat.h>
+
+/*
+ * Locking, in the order it must be taken:
+ *   rdma_cm handler mutex (held around every CM event upcall, and taken with
+ *     rdma_lock_handler() by cr_accept/cr_reject)
+ *   -> ctx->lock: every object of one owner (an open file, or one kernel IA),
+ *      their states, lists and handles
+ *   -> evd->lock (spinlock): the event queue of one EVD
+ *   -> kdat_devices_lock (only from ia open/close and device removal)
+ * rdma_destroy_id() waits for running handlers, so it is never called with
+ * ctx->lock held: ids are detached under the lock and destroyed after it.
+ *
+ * Lifetime: every object has a kref.  The owner's handle table holds one
+ * reference, each in-flight call holds one, an rdma_cm id holds one on its
+ * context object.  The last put defers the teardown to kdat_wq, so a put is
+ * legal anywhere, handlers included.
+ */
+
+enum kdat_obj_type {
+	KDAT_OBJ_IA = 1,
+	KDAT_OBJ_EVD,
+	KDAT_OBJ_EP,
+	KDAT_OBJ_SP,
+	KDAT_OBJ_CR,
+};
+
+struct kdat_ctx;
+
+struct kdat_obj {
+	enum kdat_obj_type type;
+	u32 handle;		/* in ctx->objs; 0 once freed */
+	struct kdat_ctx *ctx;
+	struct kref ref;
+	bool dead;		/* freed by the consumer (or its IA closed) */
+	struct work_struct release_work;
+};
+
+/* The owner of a set of objects and their handles. */
+struct kdat_ctx {
+	struct mutex lock;
+	struct xarray objs;	/* handle -> struct kdat_obj * */
+	u32 next_handle;
+	struct list_head ias;	/* struct kdat_ia.ctx_node */
+	struct kref ref;
+};
 
 /* One RDMA device kdat has been told about by ib_core (ib_client add). */
 struct kdat_device {
 	struct ib_device *ibdev;
-	struct list_head node;		/* in kdat_devices, under kdat_devices_lock */
+	struct list_head node;		/* in kdat_devices */
+	struct list_head ias;		/* struct kdat_ia.dev_node */
 };
 
+struct kdat_ia {
+	struct kdat_obj obj;
+	struct list_head ctx_node;
+	struct list_head dev_node;	/* under kdat_devices_lock */
+	struct kdat_device *kdev;	/* NULL once the device is gone */
+	struct ib_device *ibdev;
+	u32 port_num;
+	struct ib_pd *pd;
+	struct sockaddr_storage addr;
+	char netdev_name[KDAT_NAME_MAX];
+	struct list_head evds, eps, sps, crs;
+	bool removed;			/* the device went away */
+	bool own_ctx;			/* a kernel consumer's private ctx */
+};
+
+struct kdat_evd {
+	struct kdat_obj obj;
+	struct kdat_ia *ia;
+	struct list_head ia_node;
+	u32 flags;
+	u32 qlen;
+	spinlock_t lock;		/* events, count, lost, waiters */
+	struct list_head events;
+	u32 count;
+	u32 lost;			/* events that could not be queued */
+	u32 waiters;
+	u32 users;			/* EPs and SPs posting to it (ctx->lock) */
+	wait_queue_head_t wq;
+	kdat_upcall_t upcall;
+	void *upcall_context;
+};
+
+struct kdat_ep {
+	struct kdat_obj obj;
+	struct kdat_ia *ia;
+	struct list_head ia_node;
+	u32 state;			/* changed only by kdat_ep_step() */
+	u64 transitions;
+	struct kdat_evd *connect_evd, *request_evd, *recv_evd;
+	struct kdat_ep_attr attr;	/* requested attributes */
+	u32 ird, ord;			/* negotiated when connected */
+	struct ib_cq *cq;
+	struct ib_qp *qp;
+	struct rdma_cm_id *cm_id;	/* the connection's id, or NULL */
+	bool active;			/* this EP connected actively */
+	bool provider_created;		/* made by a provider-flag PSP */
+	struct kdat_sp *rsp;		/* the RSP reserving it */
+	/* what the active side asked for, for the route/connect steps and dup_connect */
+	struct sockaddr_storage remote_addr;
+	struct sockaddr_storage local_addr;
+	u64 conn_qual;
+	u32 connect_flags;
+	u8 private_data[KDAT_PRIVATE_DATA_MAX];
+	u8 private_data_size;
+	struct kdat_ep_timer *timer;	/* the pending connect timeout, or NULL */
+};
+
+/* One connect attempt's timeout; it holds an EP reference until it has run. */
+struct kdat_ep_timer {
+	struct delayed_work work;
+	struct kdat_ep *ep;
+};
+
+struct kdat_sp {
+	struct kdat_obj obj;
+	struct kdat_ia *ia;
+	struct list_head ia_node;
+	struct kdat_evd *evd;
+	struct rdma_cm_id *listen_id;
+	u64 conn_qual;
+	u32 flags;			/* KDAT_PSP_* */
+	struct kdat_ep *ep;		/* RSP: the reserved EP */
+	bool is_rsp;
+	bool rsp_used;			/* RSP: its one request has arrived */
+};
+
+struct kdat_cr {
+	struct kdat_obj obj;
+	struct kdat_ia *ia;
+	struct list_head ia_node;
+	struct kdat_sp *sp;
+	struct kdat_ep *ep;		/* the EP it names, or NULL */
+	struct rdma_cm_id *cm_id;	/* the passive child id, until accept/reject */
+	bool remote_gone;		/* the requester gave up before our answer */
+	bool busy;			/* an accept/reject owns cm_id right now */
+	u32 remote_ird, remote_ord;
+	struct sockaddr_storage remote_addr;
+	struct sockaddr_storage local_addr;
+	u8 private_data[KDAT_PRIVATE_DATA_MAX];
+	u8 private_data_size;
+};
+
+extern struct workqueue_struct *kdat_wq;
+
+/* kdat_devices.c */
 int kdat_devices_init(void);
 void kdat_devices_exit(void);
 unsigned int kdat_devices_count(void);
+struct kdat_device *kdat_device_find(struct ib_device *ibdev);
+extern struct mutex kdat_devices_lock;
+
+/* kdat_core.c */
+struct kdat_ctx *kdat_ctx_create(void);
+void kdat_ctx_destroy(struct kdat_ctx *ctx);
+kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name,
+			   struct kdat_ia **ia);
+void kdat_ia_device_removed(struct kdat_ia *ia);
+struct kdat_obj *kdat_obj_get(struct kdat_ctx *ctx, u32 handle,
+			      enum kdat_obj_type type);
+void kdat_obj_put(struct kdat_obj *obj);
+u32 kdat_obj_handle(void *obj);
+kdat_ret_t kdat_ia_close_in(struct kdat_ia *ia, u32 flags);
+/* EVD waits that leave the event's object references to the caller. */
+kdat_ret_t kdat_evd_wait_ref(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
+			     struct kdat_event_info *ev, u32 *nmore);
+kdat_ret_t kdat_evd_dequeue_ref(struct kdat_evd *evd, struct kdat_event_info *ev,
+				u32 *nmore);
+void kdat_event_put_refs(struct kdat_event_info *info);
+
+/* kdat_ioctl.c */
+long kdat_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
 
 #endif /* KDAT_PRIV_H */

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kdat in-kernel API (kDAPL style) for storage and filesystem drivers.
+ *
+ * Every call returns a DAT_RETURN (kdat_ret_t: class | type | subtype, the
+ * KDAT_DAT_* values of <uapi/kdat_dat.h>); KDAT_DAT_SUCCESS is 0.  Objects are
+ * opaque.  The endpoint state machine is include/kdat/ep_table.h.
+ *
+ * Context: every call may sleep (process context) except where noted.
+ * Upcalls run in process context (a kdat workqueue or the rdma_cm handler)
+ * and must not call back into kdat for the same EVD's waits.
+ *
+ * Lifetime: an IA owns everything created on it; kdat_ia_close(ABRUPT) frees
+ * it all (connected EPs are disconnected).  If the RDMA device goes away, the
+ * IA's EPs get their connection events (BROKEN, NON_PEER_REJECTED, ...) and
+ * later calls fail with DAT_INVALID_STATE; the consumer still frees its objects.
+ */
+#ifndef KDAT_KDAT_H
+#define KDAT_KDAT_H
+
+#include <linux/types.h>
+#include <linux/socket.h>
+#include <uapi/kdat.h>
+#include <uapi/kdat_dat.h>
+#include <kdat/ep_table.h>
+
+typedef u32 kdat_ret_t;
+
+struct kdat_ia;
+struct kdat_evd;
+struct kdat_ep;
+struct kdat_sp;		/* a PSP or an RSP */
+struct kdat_cr;
+
+#define KDAT_ERR(type, subtype)	(KDAT_DAT_CLASS_ERROR | (type) | (subtype))
+#define KDAT_RET_TYPE(ret)	((ret) & KDAT_DAT_TYPE_MASK)
+
+/* What an IA reports (ia_query). */
+struct kdat_ia_info {
+	char device_name[KDAT_NAME_MAX];
+	char netdev_name[KDAT_NAME_MAX];
+	struct sockaddr_storage local_addr;
+	u32 max_connect_private_data;
+	u32 max_accept_private_data;
+	u32 max_reject_private_data;
+	u32 max_rdma_read_in;
+	u32 max_rdma_read_out;
+	u32 max_eps;
+	u32 max_evd_qlen;
+	u32 max_dtos;
+	u32 max_iov;
+	u32 supported_qos;
+};
+
+/* One event.  Object pointers are NULL where they do not apply. */
+struct kdat_event_info {
+	u32 number;			/* DAT_EVENT_NUMBER */
+	struct kdat_evd *evd;
+	struct kdat_ep *ep;
+	struct kdat_sp *sp;
+	struct kdat_cr *cr;
+	u32 dto_status;
+	u64 cookie;
+	u32 transfered_length;
+	u32 private_data_size;
+	u8 private_data[KDAT_PRIVATE_DATA_MAX];
+};
+
+/* What an EP reports (ep_query). */
+struct kdat_ep_info {
+	u32 state;			/* DAT_EP_STATE */
+	struct kdat_ep_attr attr;	/* IRD/ORD negotiated once connected */
+	struct sockaddr_storage local_addr;
+	struct sockaddr_storage remote_addr;
+	u64 transitions;
+};
+
+/* A connection request (cr_query). */
+struct kdat_cr_info {
+	struct kdat_sp *sp;
+	struct kdat_ep *ep;		/* the EP the CR names, or NULL */
+	u32 remote_rdma_read_in;
+	u32 remote_rdma_read_out;
+	struct sockaddr_storage remote_addr;
+	struct sockaddr_storage local_addr;
+	u32 private_data_size;
+	u8 private_data[KDAT_PRIVATE_DATA_MAX];
+};
+
+/* Called (process context) each time an event is queued on the EVD. */
+typedef void (*kdat_upcall_t)(struct kdat_evd *evd, void *context);
+
+kdat_ret_t kdat_ia_open(const char *name, struct kdat_ia **ia);
+kdat_ret_t kdat_ia_close(struct kdat_ia *ia, u32 flags);
+kdat_ret_t kdat_ia_query(struct kdat_ia *ia, struct kdat_ia_info *info);
+
+kdat_ret_t kdat_evd_create(struct kdat_ia *ia, u32 qlen, u32 flags,
+			   kdat_upcall_t upcall, void *context,
+			   struct kdat_evd **evd);
+kdat_ret_t kdat_evd_free(struct kdat_evd *evd);
+/* Interruptible; timeout in µs or KDAT_TIMEOUT_INFINITE. */
+kdat_ret_t kdat_evd_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
+			 struct kdat_event_info *event, u32 *nmore);
+/* Any context. */
+kdat_ret_t kdat_evd_dequeue(struct kdat_evd *evd, struct kdat_event_info *event,
+			    u32 *nmore);
+
+kdat_ret_t kdat_ep_create(struct kdat_ia *ia, struct kdat_evd *connect_evd,
+			  struct kdat_evd *request_evd, struct kdat_evd *recv_evd,
+			  const struct kdat_ep_attr *attr, struct kdat_ep **ep);
+kdat_ret_t kdat_ep_free(struct kdat_ep *ep);
+kdat_ret_t kdat_ep_query(struct kdat_ep *ep, struct kdat_ep_info *info);
+kdat_ret_t kdat_ep_modify(struct kdat_ep *ep, u32 mask,
+			  const struct kdat_ep_attr *attr);
+kdat_ret_t kdat_ep_reset(struct kdat_ep *ep);
+kdat_ret_t kdat_ep_connect(struct kdat_ep *ep, const struct sockaddr *remote,
+			   u64 conn_qual, u32 timeout_us,
+			   const void *private_data, s32 private_data_size,
+			   u32 qos, u32 flags);
+kdat_ret_t kdat_ep_dup_connect(struct kdat_ep *ep, struct kdat_ep *dup_ep,
+			       u32 timeout_us, const void *private_data,
+			       s32 private_data_size, u32 qos);
+kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags);
+
+kdat_ret_t kdat_psp_create(struct kdat_ia *ia, u64 conn_qual,
+			   struct kdat_evd *evd, u32 flags, struct kdat_sp **psp);
+kdat_ret_t kdat_rsp_create(struct kdat_ia *ia, u64 conn_qual,
+			   struct kdat_ep *ep, struct kdat_evd *evd,
+			   struct kdat_sp **rsp);
+/* Frees a PSP or an RSP; pending CRs stay valid. */
+kdat_ret_t kdat_sp_free(struct kdat_sp *sp);
+
+kdat_ret_t kdat_cr_query(struct kdat_cr *cr, struct kdat_cr_info *info);
+kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep,
+			  const void *private_data, s32 private_data_size);
+kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *private_data,
+			  s32 private_data_size);
+
+#endif /* KDAT_KDAT_H */

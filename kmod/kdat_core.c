@@ -1,0 +1,2229 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kdat core: IA, EVD, EP, PSP/RSP and CR objects, the endpoint state machine
+ * driven by include/kdat/ep_table.h, and the rdma_cm event handler.
+ *
+ * Each endpoint owns its own RC QP and CQ from creation on; kdat drives the
+ * QP's state itself from rdma_init_qp_attr() (the way librdmacm serves user
+ * QPs), so receives can be posted before a connection exists and the same
+ * code will serve userspace QPs.
+ */
+#include <linux/inet.h>
+#include <linux/inetdevice.h>
+#include <linux/jiffies.h>
+#include <linux/module.h>
+#include <linux/netdevice.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <net/net_namespace.h>
+#include <rdma/ib_cm.h>
+#include "kdat_priv.h"
+
+#define KDAT_RESOLVE_TIMEOUT_MS	2000
+#define KDAT_DEFAULT_DTOS	16
+#define KDAT_DEFAULT_IOV	1
+#define KDAT_MAX_EVD_QLEN	65536
+#define KDAT_MAX_EPS		65536
+#define KDAT_LISTEN_BACKLOG	128
+#define KDAT_RSP_BACKLOG	1
+
+/*
+ * Private data.  The IB CM (InfiniBand, RoCE) carries fixed-size private data
+ * fields and no length, so kdat puts a 4-byte header in front of the
+ * consumer's bytes to deliver exactly what was sent: what a consumer may send
+ * is the field minus rdma_cm's header (REQ only) minus kdat's.
+ */
+#define KDAT_PDATA_MAGIC	0xda
+#define KDAT_PDATA_VERSION	1
+#define KDAT_PDATA_HDR		4
+#define KDAT_IB_CONNECT_PDATA	(IB_CM_REQ_PRIVATE_DATA_SIZE - 36 - KDAT_PDATA_HDR)
+#define KDAT_IB_ACCEPT_PDATA	(IB_CM_REP_PRIVATE_DATA_SIZE - KDAT_PDATA_HDR)
+#define KDAT_IB_REJECT_PDATA	(IB_CM_REJ_PRIVATE_DATA_SIZE - KDAT_PDATA_HDR)
+#define KDAT_PDATA_WIRE_MAX	(KDAT_PRIVATE_DATA_MAX + KDAT_PDATA_HDR)
+
+/* Builds the wire form of private data in buf; returns its length. */
+static u8 kdat_pdata_wrap(u8 *buf, const void *pdata, u32 len)
+{
+	buf[0] = KDAT_PDATA_MAGIC;
+	buf[1] = KDAT_PDATA_VERSION;
+	buf[2] = len;
+	buf[3] = 0;
+	if (len)
+		memcpy(buf + KDAT_PDATA_HDR, pdata, len);
+	return KDAT_PDATA_HDR + len;
+}
+
+/*
+ * The consumer's bytes from a received private data field.  A field without
+ * kdat's header (a peer that is not kdat) is taken whole.
+ */
+static u32 kdat_pdata_unwrap(const u8 *raw, u32 raw_len, const u8 **data)
+{
+	*data = raw;
+	if (!raw || !raw_len)
+		return 0;
+	if (raw_len >= KDAT_PDATA_HDR && raw[0] == KDAT_PDATA_MAGIC &&
+	    raw[1] == KDAT_PDATA_VERSION && raw[2] <= raw_len - KDAT_PDATA_HDR) {
+		*data = raw + KDAT_PDATA_HDR;
+		return raw[2];
+	}
+	return min_t(u32, raw_len, KDAT_PRIVATE_DATA_MAX);
+}
+
+static kdat_ret_t kdat_err(u32 type, u32 subtype)
+{
+	return KDAT_ERR(type, subtype);
+}
+
+/* ---- objects, handles, references ------------------------------------------ */
+
+static void kdat_ctx_release(struct kref *ref)
+{
+	struct kdat_ctx *ctx = container_of(ref, struct kdat_ctx, ref);
+
+	WARN_ON(!xa_empty(&ctx->objs));
+	xa_destroy(&ctx->objs);
+	kfree(ctx);
+}
+
+struct kdat_ctx *kdat_ctx_create(void)
+{
+	struct kdat_ctx *ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
+
+	if (!ctx)
+		return NULL;
+	mutex_init(&ctx->lock);
+	xa_init_flags(&ctx->objs, XA_FLAGS_ALLOC1);
+	INIT_LIST_HEAD(&ctx->ias);
+	kref_init(&ctx->ref);
+	return ctx;
+}
+
+static void kdat_obj_free_work(struct work_struct *work)
+{
+	struct kdat_obj *obj = container_of(work, struct kdat_obj, release_work);
+	struct kdat_ctx *ctx = obj->ctx;
+
+	/* IB resources went with kdat_*_kill(); what is left is memory. */
+	kfree(obj);
+	kref_put(&ctx->ref, kdat_ctx_release);
+}
+
+static void kdat_obj_release(struct kref *ref)
+{
+	struct kdat_obj *obj = container_of(ref, struct kdat_obj, ref);
+
+	/* Defer: the last put may come from an rdma_cm handler. */
+	INIT_WORK(&obj->release_work, kdat_obj_free_work);
+	queue_work(kdat_wq, &obj->release_work);
+}
+
+void kdat_obj_put(struct kdat_obj *obj)
+{
+	if (obj)
+		kref_put(&obj->ref, kdat_obj_release);
+}
+
+static void kdat_obj_get_ref(struct kdat_obj *obj)
+{
+	kref_get(&obj->ref);
+}
+
+/* Adds obj to ctx with a fresh handle; caller holds ctx->lock. */
+static int kdat_obj_add(struct kdat_ctx *ctx, struct kdat_obj *obj,
+			enum kdat_obj_type type)
+{
+	int ret;
+
+	obj->type = type;
+	obj->ctx = ctx;
+	kref_init(&obj->ref);
+	ret = xa_alloc_cyclic(&ctx->objs, &obj->handle, obj,
+			      XA_LIMIT(1, INT_MAX), &ctx->next_handle, GFP_KERNEL);
+	if (ret < 0)
+		return ret;
+	kref_get(&ctx->ref);
+	return 0;
+}
+
+/* Removes the handle; the table's reference is the caller's to drop. */
+static void kdat_obj_unlink(struct kdat_obj *obj)
+{
+	obj->dead = true;
+	if (obj->handle) {
+		xa_erase(&obj->ctx->objs, obj->handle);
+		obj->handle = 0;
+	}
+}
+
+struct kdat_obj *kdat_obj_get(struct kdat_ctx *ctx, u32 handle,
+			      enum kdat_obj_type type)
+{
+	struct kdat_obj *obj;
+
+	if (!handle)
+		return NULL;
+	xa_lock(&ctx->objs);
+	obj = xa_load(&ctx->objs, handle);
+	if (obj && (obj->type != type || !kref_get_unless_zero(&obj->ref)))
+		obj = NULL;
+	xa_unlock(&ctx->objs);
+	return obj;
+}
+
+u32 kdat_obj_handle(void *p)
+{
+	struct kdat_obj *obj = p;
+
+	return obj ? obj->handle : 0;
+}
+
+/* ---- events ----------------------------------------------------------------- */
+
+struct kdat_qevent {
+	struct list_head node;
+	struct kdat_event_info info;
+};
+
+static void kdat_event_get_refs(struct kdat_event_info *info)
+{
+	if (info->ep)
+		kdat_obj_get_ref(&info->ep->obj);
+	if (info->sp)
+		kdat_obj_get_ref(&info->sp->obj);
+	if (info->cr)
+		kdat_obj_get_ref(&info->cr->obj);
+}
+
+void kdat_event_put_refs(struct kdat_event_info *info)
+{
+	if (info->ep)
+		kdat_obj_put(&info->ep->obj);
+	if (info->sp)
+		kdat_obj_put(&info->sp->obj);
+	if (info->cr)
+		kdat_obj_put(&info->cr->obj);
+}
+
+/*
+ * Queue an event.  Never drops one silently: if memory for it cannot be had,
+ * the EVD counts it and the next wait/dequeue reports DAT_QUEUE_FULL.
+ */
+static void kdat_evd_post(struct kdat_evd *evd, const struct kdat_event_info *info)
+{
+	struct kdat_qevent *qe;
+	unsigned long flags;
+
+	if (!evd)
+		return;
+	qe = kmalloc(sizeof(*qe), GFP_KERNEL);
+	spin_lock_irqsave(&evd->lock, flags);
+	if (qe) {
+		/* A queued event pins the objects it names until it is taken. */
+		qe->info = *info;
+		qe->info.evd = evd;
+		kdat_event_get_refs(&qe->info);
+		list_add_tail(&qe->node, &evd->events);
+		evd->count++;
+	} else {
+		evd->lost++;
+	}
+	spin_unlock_irqrestore(&evd->lock, flags);
+	wake_up_all(&evd->wq);
+	if (evd->upcall)
+		evd->upcall(evd, evd->upcall_context);
+}
+
+static void kdat_post_conn_event(struct kdat_ep *ep, u32 number,
+				 const void *pdata, u32 pdata_len)
+{
+	struct kdat_event_info *info;
+
+	info = kzalloc(sizeof(*info), GFP_KERNEL);
+	if (!info) {
+		/* count it as lost on the EVD rather than vanish */
+		kdat_evd_post(ep->connect_evd, &(struct kdat_event_info){ .number = number });
+		return;
+	}
+	info->number = number;
+	info->ep = ep;
+	if (pdata && pdata_len) {
+		info->private_data_size = min_t(u32, pdata_len, KDAT_PRIVATE_DATA_MAX);
+		memcpy(info->private_data, pdata, info->private_data_size);
+	}
+	kdat_evd_post(ep->connect_evd, info);
+	kfree(info);
+}
+
+/* ---- the endpoint state machine ----------------------------------------------- */
+
+static kdat_ret_t kdat_invalid_state(struct kdat_ep *ep)
+{
+	return kdat_err(KDAT_DAT_INVALID_STATE,
+			kdat_ep_invalid_state_subtype(ep->state));
+}
+
+/*
+ * The only place an EP's state changes: apply the table's answer for
+ * (state, stimulus), post the event it names (with the private data the
+ * stimulus brought), and return the action.  Caller holds ctx->lock.
+ */
+static unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
+				 const void *pdata, u32 pdata_len)
+{
+	struct kdat_ep_step step = kdat_ep_lookup(ep->state, stimulus);
+
+	lockdep_assert_held(&ep->obj.ctx->lock);
+	if (step.action != KDAT_EP_GO)
+		return step.action;
+	if (step.next != ep->state) {
+		ep->state = step.next;
+		ep->transitions++;
+	}
+	if (step.event != KDAT_EP_EVENT_NONE)
+		kdat_post_conn_event(ep, step.event, pdata, pdata_len);
+	return step.action;
+}
+
+/* May this stimulus be applied now?  DAT_SUCCESS or the error to return. */
+static kdat_ret_t kdat_ep_check(struct kdat_ep *ep, unsigned int stimulus)
+{
+	struct kdat_ep_step step = kdat_ep_lookup(ep->state, stimulus);
+
+	return step.action == KDAT_EP_INVALID ? kdat_invalid_state(ep) : KDAT_DAT_SUCCESS;
+}
+
+/* ---- QP state, driven from rdma_cm's attributes --------------------------------- */
+
+static int kdat_qp_modify_cm(struct kdat_ep *ep, struct rdma_cm_id *id,
+			     enum ib_qp_state state)
+{
+	struct ib_qp_attr attr = { .qp_state = state };
+	int mask, ret;
+
+	ret = rdma_init_qp_attr(id, &attr, &mask);
+	if (ret)
+		return ret;
+	if (state == IB_QPS_INIT)
+		attr.qp_access_flags = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+				       IB_ACCESS_REMOTE_READ;
+	if (state == IB_QPS_RTR)
+		attr.max_dest_rd_atomic = ep->ird;
+	if (state == IB_QPS_RTS)
+		attr.max_rd_atomic = ep->ord;
+	return ib_modify_qp(ep->qp, &attr, mask);
+}
+
+static void kdat_qp_set(struct kdat_ep *ep, enum ib_qp_state state)
+{
+	struct ib_qp_attr attr = { .qp_state = state };
+
+	if (ep->qp)
+		ib_modify_qp(ep->qp, &attr, IB_QP_STATE);
+}
+
+/* ---- addresses ---------------------------------------------------------------------- */
+
+static void kdat_sockaddr_copy(struct sockaddr_storage *dst, const struct sockaddr *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	if (src->sa_family == AF_INET)
+		memcpy(dst, src, sizeof(struct sockaddr_in));
+	else if (src->sa_family == AF_INET6)
+		memcpy(dst, src, sizeof(struct sockaddr_in6));
+}
+
+static void kdat_sockaddr_set_port(struct sockaddr_storage *ss, u16 port)
+{
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port = htons(port);
+	else if (ss->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+}
+
+/* ---- IA ------------------------------------------------------------------------------ */
+
+/* Parses "netdev" or an IP literal into an IPv4/IPv6 address. */
+static int kdat_name_to_addr(const char *name, struct sockaddr_storage *ss,
+			     char *netdev_name)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+	struct net_device *ndev;
+	struct in_device *idev;
+	int ret = -ENODEV;
+
+	memset(ss, 0, sizeof(*ss));
+	netdev_name[0] = '\0';
+	if (in4_pton(name, -1, (u8 *)&sin->sin_addr.s_addr, '\0', NULL)) {
+		sin->sin_family = AF_INET;
+		return 0;
+	}
+	if (in6_pton(name, -1, sin6->sin6_addr.s6_addr, '\0', NULL)) {
+		sin6->sin6_family = AF_INET6;
+		return 0;
+	}
+	ndev = dev_get_by_name(&init_net, name);
+	if (!ndev)
+		return -ENODEV;
+	rcu_read_lock();
+	idev = __in_dev_get_rcu(ndev);
+	if (idev && idev->ifa_list) {
+		const struct in_ifaddr *ifa = rcu_dereference(idev->ifa_list);
+
+		if (ifa) {
+			sin->sin_family = AF_INET;
+			sin->sin_addr.s_addr = ifa->ifa_local;
+			strscpy(netdev_name, ndev->name, KDAT_NAME_MAX);
+			ret = 0;
+		}
+	}
+	rcu_read_unlock();
+	dev_put(ndev);
+	return ret;
+}
+
+static int kdat_noop_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	return 0;
+}
+
+kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, struct kdat_ia **out)
+{
+	struct kdat_device *kdev;
+	struct rdma_cm_id *probe;
+	struct kdat_ia *ia;
+	kdat_ret_t ret;
+	int err;
+
+	ia = kzalloc(sizeof(*ia), GFP_KERNEL);
+	if (!ia)
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	INIT_LIST_HEAD(&ia->evds);
+	INIT_LIST_HEAD(&ia->eps);
+	INIT_LIST_HEAD(&ia->sps);
+	INIT_LIST_HEAD(&ia->crs);
+	INIT_LIST_HEAD(&ia->dev_node);
+
+	if (kdat_name_to_addr(name, &ia->addr, ia->netdev_name)) {
+		ret = kdat_err(KDAT_DAT_PROVIDER_NOT_FOUND, KDAT_DAT_NO_SUBTYPE);
+		goto err_free;
+	}
+	/* Binding an id to the address tells which RDMA device serves it. */
+	probe = rdma_create_id(&init_net, kdat_noop_handler, NULL, RDMA_PS_TCP, IB_QPT_RC);
+	if (IS_ERR(probe)) {
+		ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_DEVICE);
+		goto err_free;
+	}
+	err = rdma_bind_addr(probe, (struct sockaddr *)&ia->addr);
+	if (err || !probe->device) {
+		rdma_destroy_id(probe);
+		ret = kdat_err(KDAT_DAT_PROVIDER_NOT_FOUND, KDAT_DAT_NO_SUBTYPE);
+		goto err_free;
+	}
+	ia->ibdev = probe->device;
+	ia->port_num = probe->port_num;
+	if (!ia->netdev_name[0]) {
+		struct net_device *ndev =
+			dev_get_by_index(&init_net, probe->route.addr.dev_addr.bound_dev_if);
+
+		if (ndev) {
+			strscpy(ia->netdev_name, ndev->name, KDAT_NAME_MAX);
+			dev_put(ndev);
+		}
+	}
+	rdma_destroy_id(probe);
+
+	ia->pd = ib_alloc_pd(ia->ibdev, 0);
+	if (IS_ERR(ia->pd)) {
+		ia->pd = NULL;
+		ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_PROTECTION_DOMAIN);
+		goto err_free;
+	}
+
+	mutex_lock(&ctx->lock);
+	if (kdat_obj_add(ctx, &ia->obj, KDAT_OBJ_IA)) {
+		mutex_unlock(&ctx->lock);
+		ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+		goto err_pd;
+	}
+	mutex_lock(&kdat_devices_lock);
+	kdev = kdat_device_find(ia->ibdev);
+	if (!kdev) {
+		/* the device is going away under us */
+		mutex_unlock(&kdat_devices_lock);
+		kdat_obj_unlink(&ia->obj);
+		mutex_unlock(&ctx->lock);
+		ib_dealloc_pd(ia->pd);
+		kdat_obj_put(&ia->obj);
+		return kdat_err(KDAT_DAT_PROVIDER_NOT_FOUND, KDAT_DAT_NO_SUBTYPE);
+	}
+	ia->kdev = kdev;
+	list_add_tail(&ia->dev_node, &kdev->ias);
+	mutex_unlock(&kdat_devices_lock);
+	list_add_tail(&ia->ctx_node, &ctx->ias);
+	mutex_unlock(&ctx->lock);
+	*out = ia;
+	return KDAT_DAT_SUCCESS;
+
+err_pd:
+	ib_dealloc_pd(ia->pd);
+err_free:
+	kfree(ia);
+	return ret;
+}
+
+kdat_ret_t kdat_ia_query(struct kdat_ia *ia, struct kdat_ia_info *info)
+{
+	struct kdat_ctx *ctx = ia->obj.ctx;
+	kdat_ret_t ret = KDAT_DAT_SUCCESS;
+
+	memset(info, 0, sizeof(*info));
+	mutex_lock(&ctx->lock);
+	if (ia->obj.dead) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_IA);
+		goto out;
+	}
+	if (ia->removed) {
+		ret = kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
+		goto out;
+	}
+	strscpy(info->device_name, dev_name(&ia->ibdev->dev), KDAT_NAME_MAX);
+	strscpy(info->netdev_name, ia->netdev_name, KDAT_NAME_MAX);
+	info->local_addr = ia->addr;
+	info->max_connect_private_data = KDAT_IB_CONNECT_PDATA;
+	info->max_accept_private_data = KDAT_IB_ACCEPT_PDATA;
+	info->max_reject_private_data = KDAT_IB_REJECT_PDATA;
+	info->max_rdma_read_in = min_t(u32, ia->ibdev->attrs.max_qp_rd_atom, U8_MAX);
+	info->max_rdma_read_out = min_t(u32, ia->ibdev->attrs.max_qp_init_rd_atom, U8_MAX);
+	info->max_eps = KDAT_MAX_EPS;
+	info->max_evd_qlen = KDAT_MAX_EVD_QLEN;
+	info->max_dtos = ia->ibdev->attrs.max_qp_wr;
+	info->max_iov = ia->ibdev->attrs.max_send_sge;
+	info->supported_qos = KDAT_DAT_QOS_BEST_EFFORT;
+out:
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+/* ---- EVD ------------------------------------------------------------------------------ */
+
+kdat_ret_t kdat_evd_create(struct kdat_ia *ia, u32 qlen, u32 flags,
+			   kdat_upcall_t upcall, void *context, struct kdat_evd **out)
+{
+	struct kdat_ctx *ctx = ia->obj.ctx;
+	struct kdat_evd *evd;
+	kdat_ret_t ret = KDAT_DAT_SUCCESS;
+
+	if (qlen == 0 || qlen > KDAT_MAX_EVD_QLEN)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	if (!flags || (flags & ~KDAT_EVD_FLAGS_ALL))
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
+	evd = kzalloc(sizeof(*evd), GFP_KERNEL);
+	if (!evd)
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	evd->qlen = qlen;
+	evd->flags = flags;
+	evd->upcall = upcall;
+	evd->upcall_context = context;
+	spin_lock_init(&evd->lock);
+	INIT_LIST_HEAD(&evd->events);
+	init_waitqueue_head(&evd->wq);
+
+	mutex_lock(&ctx->lock);
+	if (ia->obj.dead) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_IA);
+	} else if (kdat_obj_add(ctx, &evd->obj, KDAT_OBJ_EVD)) {
+		ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	} else {
+		evd->ia = ia;
+		kdat_obj_get_ref(&ia->obj);
+		list_add_tail(&evd->ia_node, &ia->evds);
+		*out = evd;
+	}
+	mutex_unlock(&ctx->lock);
+	if (ret)
+		kfree(evd);
+	return ret;
+}
+
+static void kdat_evd_drain(struct kdat_evd *evd)
+{
+	struct kdat_qevent *qe, *tmp;
+	unsigned long flags;
+	LIST_HEAD(events);
+
+	spin_lock_irqsave(&evd->lock, flags);
+	list_splice_init(&evd->events, &events);
+	evd->count = 0;
+	spin_unlock_irqrestore(&evd->lock, flags);
+	list_for_each_entry_safe(qe, tmp, &events, node) {
+		kdat_event_put_refs(&qe->info);
+		kfree(qe);
+	}
+}
+
+/* Caller holds ctx->lock; drops the table's reference. */
+static void kdat_evd_kill(struct kdat_evd *evd)
+{
+	kdat_obj_unlink(&evd->obj);
+	list_del_init(&evd->ia_node);
+	kdat_evd_drain(evd);
+	wake_up_all(&evd->wq);
+	kdat_obj_put(&evd->ia->obj);
+	kdat_obj_put(&evd->obj);
+}
+
+kdat_ret_t kdat_evd_free(struct kdat_evd *evd)
+{
+	struct kdat_ctx *ctx = evd->obj.ctx;
+	kdat_ret_t ret = KDAT_DAT_SUCCESS;
+
+	mutex_lock(&ctx->lock);
+	if (evd->obj.dead)
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_NO_SUBTYPE);
+	else if (evd->users)
+		ret = kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_INVALID_STATE_EVD_IN_USE);
+	else if (READ_ONCE(evd->waiters))
+		ret = kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_INVALID_STATE_EVD_WAITER);
+	else
+		kdat_evd_kill(evd);
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+/* Takes the oldest event, converting nothing: handles are read by the caller. */
+static kdat_ret_t kdat_evd_take(struct kdat_evd *evd, struct kdat_event_info *ev,
+				u32 *nmore)
+{
+	struct kdat_qevent *qe = NULL;
+	unsigned long flags;
+	bool lost;
+
+	spin_lock_irqsave(&evd->lock, flags);
+	lost = evd->lost;
+	evd->lost = 0;
+	if (!lost && !list_empty(&evd->events)) {
+		qe = list_first_entry(&evd->events, struct kdat_qevent, node);
+		list_del(&qe->node);
+		evd->count--;
+	}
+	if (nmore)
+		*nmore = evd->count;
+	spin_unlock_irqrestore(&evd->lock, flags);
+	if (lost)
+		return kdat_err(KDAT_DAT_QUEUE_FULL, KDAT_DAT_NO_SUBTYPE);
+	if (!qe)
+		return kdat_err(KDAT_DAT_QUEUE_EMPTY, KDAT_DAT_NO_SUBTYPE);
+	*ev = qe->info;
+	kfree(qe);
+	return KDAT_DAT_SUCCESS;
+}
+
+kdat_ret_t kdat_evd_dequeue_ref(struct kdat_evd *evd, struct kdat_event_info *ev, u32 *nmore)
+{
+	if (READ_ONCE(evd->obj.dead))
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_NO_SUBTYPE);
+	return kdat_evd_take(evd, ev, nmore);
+}
+
+static bool kdat_evd_ready(struct kdat_evd *evd, u32 threshold)
+{
+	bool ready;
+
+	spin_lock_irq(&evd->lock);
+	ready = evd->count >= threshold || evd->lost || READ_ONCE(evd->obj.dead);
+	spin_unlock_irq(&evd->lock);
+	return ready;
+}
+
+kdat_ret_t kdat_evd_wait_ref(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
+			     struct kdat_event_info *ev, u32 *nmore)
+{
+	long left;
+
+	if (threshold == 0 || threshold > evd->qlen)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
+	spin_lock_irq(&evd->lock);
+	evd->waiters++;
+	spin_unlock_irq(&evd->lock);
+	left = timeout_us == KDAT_TIMEOUT_INFINITE ? MAX_SCHEDULE_TIMEOUT :
+		usecs_to_jiffies(timeout_us);
+	left = wait_event_interruptible_timeout(evd->wq, kdat_evd_ready(evd, threshold), left);
+	spin_lock_irq(&evd->lock);
+	evd->waiters--;
+	spin_unlock_irq(&evd->lock);
+	if (READ_ONCE(evd->obj.dead))
+		return kdat_err(KDAT_DAT_ABORT, KDAT_DAT_NO_SUBTYPE);
+	if (left < 0)
+		return kdat_err(KDAT_DAT_INTERRUPTED_CALL, KDAT_DAT_NO_SUBTYPE);
+	if (left == 0 && !kdat_evd_ready(evd, threshold))
+		return kdat_err(KDAT_DAT_TIMEOUT_EXPIRED, KDAT_DAT_NO_SUBTYPE);
+	return kdat_evd_take(evd, ev, nmore);
+}
+
+/* The in-kernel API: the consumer owns the objects an event names. */
+kdat_ret_t kdat_evd_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
+			 struct kdat_event_info *ev, u32 *nmore)
+{
+	kdat_ret_t ret = kdat_evd_wait_ref(evd, timeout_us, threshold, ev, nmore);
+
+	if (!ret)
+		kdat_event_put_refs(ev);
+	return ret;
+}
+
+kdat_ret_t kdat_evd_dequeue(struct kdat_evd *evd, struct kdat_event_info *ev, u32 *nmore)
+{
+	kdat_ret_t ret = kdat_evd_dequeue_ref(evd, ev, nmore);
+
+	if (!ret)
+		kdat_event_put_refs(ev);
+	return ret;
+}
+
+/* ---- EP --------------------------------------------------------------------------------- */
+
+static int kdat_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
+
+static kdat_ret_t kdat_ep_attr_check(struct kdat_ia *ia, const struct kdat_ep_attr *a)
+{
+	struct ib_device_attr *d = &ia->ibdev->attrs;
+
+	if (a->max_rdma_read_in > min_t(u32, d->max_qp_rd_atom, U8_MAX) ||
+	    a->max_rdma_read_out > min_t(u32, d->max_qp_init_rd_atom, U8_MAX) ||
+	    a->retry_count > 7 || a->rnr_retry_count > 7 || a->flow_control > 1 ||
+	    memchr_inv(a->reserved, 0, sizeof(a->reserved)))
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG5);
+	if (a->max_recv_dtos > d->max_qp_wr || a->max_request_dtos > d->max_qp_wr ||
+	    a->max_recv_iov > d->max_recv_sge || a->max_request_iov > d->max_send_sge)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG5);
+	return KDAT_DAT_SUCCESS;
+}
+
+static void kdat_ep_attr_defaults(struct kdat_ia *ia, struct kdat_ep_attr *a)
+{
+	if (!a->max_recv_dtos)
+		a->max_recv_dtos = KDAT_DEFAULT_DTOS;
+	if (!a->max_request_dtos)
+		a->max_request_dtos = KDAT_DEFAULT_DTOS;
+	if (!a->max_recv_iov)
+		a->max_recv_iov = KDAT_DEFAULT_IOV;
+	if (!a->max_request_iov)
+		a->max_request_iov = KDAT_DEFAULT_IOV;
+	if (!a->retry_count)
+		a->retry_count = 7;
+	if (!a->rnr_retry_count)
+		a->rnr_retry_count = 7;
+}
+
+static void kdat_ep_qp_event(struct ib_event *ev, void *ctx)
+{
+}
+
+static int kdat_ep_alloc_qp(struct kdat_ep *ep)
+{
+	struct kdat_ia *ia = ep->ia;
+	struct ib_qp_init_attr init = {};
+	const struct kdat_ep_attr *a = &ep->attr;
+
+	ep->cq = ib_alloc_cq(ia->ibdev, ep, a->max_recv_dtos + a->max_request_dtos + 1,
+			     0, IB_POLL_WORKQUEUE);
+	if (IS_ERR(ep->cq)) {
+		ep->cq = NULL;
+		return -ENOMEM;
+	}
+	init.event_handler = kdat_ep_qp_event;
+	init.qp_context = ep;
+	init.send_cq = ep->cq;
+	init.recv_cq = ep->cq;
+	init.cap.max_send_wr = a->max_request_dtos;
+	init.cap.max_recv_wr = a->max_recv_dtos;
+	init.cap.max_send_sge = a->max_request_iov;
+	init.cap.max_recv_sge = a->max_recv_iov;
+	init.sq_sig_type = IB_SIGNAL_REQ_WR;
+	init.qp_type = IB_QPT_RC;
+	ep->qp = ib_create_qp(ia->pd, &init);
+	if (IS_ERR(ep->qp)) {
+		ep->qp = NULL;
+		ib_free_cq(ep->cq);
+		ep->cq = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr *attr,
+				   kdat_ret_t *ret)
+{
+	struct kdat_ep *ep;
+
+	*ret = kdat_ep_attr_check(ia, attr);
+	if (*ret)
+		return NULL;
+	ep = kzalloc(sizeof(*ep), GFP_KERNEL);
+	if (!ep) {
+		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+		return NULL;
+	}
+	ep->ia = ia;
+	ep->attr = *attr;
+	kdat_ep_attr_defaults(ia, &ep->attr);
+	ep->state = KDAT_EP_UNCONNECTED;
+	INIT_LIST_HEAD(&ep->ia_node);
+	if (kdat_ep_alloc_qp(ep)) {
+		kfree(ep);
+		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+		return NULL;
+	}
+	return ep;
+}
+
+static void kdat_ep_free_qp(struct kdat_ep *ep)
+{
+	if (ep->qp)
+		ib_destroy_qp(ep->qp);
+	if (ep->cq)
+		ib_free_cq(ep->cq);
+	ep->qp = NULL;
+	ep->cq = NULL;
+}
+
+static void kdat_evd_use(struct kdat_evd *evd)
+{
+	if (evd) {
+		evd->users++;
+		kdat_obj_get_ref(&evd->obj);
+	}
+}
+
+static void kdat_evd_unuse(struct kdat_evd *evd)
+{
+	if (evd) {
+		evd->users--;
+		kdat_obj_put(&evd->obj);
+	}
+}
+
+/* Links a new EP into ctx and its IA; caller holds ctx->lock. */
+static kdat_ret_t kdat_ep_link(struct kdat_ep *ep, struct kdat_evd *conn,
+			       struct kdat_evd *req, struct kdat_evd *recv)
+{
+	struct kdat_ia *ia = ep->ia;
+
+	if (kdat_obj_add(ia->obj.ctx, &ep->obj, KDAT_OBJ_EP))
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	ep->connect_evd = conn;
+	ep->request_evd = req;
+	ep->recv_evd = recv;
+	kdat_evd_use(conn);
+	kdat_evd_use(req);
+	kdat_evd_use(recv);
+	kdat_obj_get_ref(&ia->obj);
+	list_add_tail(&ep->ia_node, &ia->eps);
+	return KDAT_DAT_SUCCESS;
+}
+
+static bool kdat_evd_fits(struct kdat_evd *evd, struct kdat_ia *ia, u32 flag)
+{
+	return !evd || (!evd->obj.dead && evd->ia == ia && (evd->flags & flag));
+}
+
+kdat_ret_t kdat_ep_create(struct kdat_ia *ia, struct kdat_evd *conn,
+			  struct kdat_evd *req, struct kdat_evd *recv,
+			  const struct kdat_ep_attr *attr, struct kdat_ep **out)
+{
+	static const struct kdat_ep_attr zero;
+	struct kdat_ctx *ctx = ia->obj.ctx;
+	struct kdat_ep *ep;
+	kdat_ret_t ret;
+
+	if (!conn)
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_CONN);
+	if (ia->removed)
+		return kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
+	ep = kdat_ep_new(ia, attr ? attr : &zero, &ret);
+	if (!ep)
+		return ret;
+	mutex_lock(&ctx->lock);
+	if (ia->obj.dead)
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_IA);
+	else if (ia->removed)
+		ret = kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
+	else if (!kdat_evd_fits(conn, ia, KDAT_EVD_CONNECTION))
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_CONN);
+	else if (!kdat_evd_fits(req, ia, KDAT_EVD_DTO))
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_REQUEST);
+	else if (!kdat_evd_fits(recv, ia, KDAT_EVD_DTO))
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_RECV);
+	else
+		ret = kdat_ep_link(ep, conn, req, recv);
+	mutex_unlock(&ctx->lock);
+	if (ret) {
+		kdat_ep_free_qp(ep);
+		kfree(ep);
+		return ret;
+	}
+	*out = ep;
+	return KDAT_DAT_SUCCESS;
+}
+
+/*
+ * Detaches the EP's connection id (and stops its timer); the caller destroys
+ * the id once ctx->lock is dropped.  Caller holds ctx->lock.
+ */
+static struct rdma_cm_id *kdat_ep_detach_id(struct kdat_ep *ep)
+{
+	struct rdma_cm_id *id = ep->cm_id;
+	struct kdat_ep_timer *t = ep->timer;
+
+	ep->cm_id = NULL;
+	ep->timer = NULL;
+	/* A timer already running finds ep->timer changed and does nothing. */
+	if (t && cancel_delayed_work(&t->work)) {
+		kdat_obj_put(&ep->obj);
+		kfree(t);
+	}
+	return id;
+}
+
+/* Destroys an id that held a reference on its EP; no locks held. */
+static void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id)
+{
+	if (!id)
+		return;
+	rdma_destroy_id(id);
+	kdat_obj_put(&ep->obj);
+}
+
+/* Deferred destruction of an id whose handler is running (it may not destroy itself). */
+struct kdat_id_work {
+	struct work_struct work;
+	struct rdma_cm_id *id;
+	struct kdat_obj *obj;
+};
+
+static void kdat_id_destroy_work(struct work_struct *work)
+{
+	struct kdat_id_work *w = container_of(work, struct kdat_id_work, work);
+
+	rdma_destroy_id(w->id);
+	kdat_obj_put(w->obj);
+	kfree(w);
+}
+
+static void kdat_destroy_id_later(struct rdma_cm_id *id, struct kdat_obj *obj)
+{
+	struct kdat_id_work *w;
+
+	if (!id)
+		return;
+	w = kmalloc(sizeof(*w), GFP_KERNEL | __GFP_NOFAIL);
+	w->id = id;
+	w->obj = obj;
+	INIT_WORK(&w->work, kdat_id_destroy_work);
+	queue_work(kdat_wq, &w->work);
+}
+
+/*
+ * Takes the EP off the wire at once (abrupt): DREQ if connected, QP to ERR
+ * so posted work is flushed.  Caller holds ctx->lock.
+ */
+static void kdat_ep_abort_wire(struct kdat_ep *ep)
+{
+	if (ep->cm_id && (ep->state == KDAT_EP_CONNECTED ||
+			  ep->state == KDAT_EP_DISCONNECT_PENDING))
+		rdma_disconnect(ep->cm_id);
+	kdat_qp_set(ep, IB_QPS_ERR);
+}
+
+/* Caller holds ctx->lock; returns the id to destroy after unlocking. */
+static struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep)
+{
+	kdat_ep_abort_wire(ep);
+	kdat_obj_unlink(&ep->obj);
+	list_del_init(&ep->ia_node);
+	if (ep->rsp && ep->rsp->ep == ep) {
+		ep->rsp->ep = NULL;
+		kdat_obj_put(&ep->obj);
+	}
+	ep->rsp = NULL;
+	return kdat_ep_detach_id(ep);
+}
+
+/* After kdat_ep_kill() and dropping ctx->lock: release IB resources and references. */
+static void kdat_ep_finish(struct kdat_ep *ep, struct rdma_cm_id *id)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+
+	kdat_ep_destroy_id(ep, id);
+	mutex_lock(&ctx->lock);
+	kdat_evd_unuse(ep->connect_evd);
+	kdat_evd_unuse(ep->request_evd);
+	kdat_evd_unuse(ep->recv_evd);
+	ep->connect_evd = NULL;
+	ep->request_evd = NULL;
+	ep->recv_evd = NULL;
+	mutex_unlock(&ctx->lock);
+	kdat_ep_free_qp(ep);
+	kdat_obj_put(&ep->ia->obj);
+	kdat_obj_put(&ep->obj);		/* the handle table's */
+}
+
+kdat_ret_t kdat_ep_free(struct kdat_ep *ep)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct rdma_cm_id *id;
+
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead) {
+		mutex_unlock(&ctx->lock);
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+	}
+	id = kdat_ep_kill(ep);
+	mutex_unlock(&ctx->lock);
+	kdat_ep_finish(ep, id);
+	return KDAT_DAT_SUCCESS;
+}
+
+static void kdat_sockaddr_to_ss(struct sockaddr_storage *dst, struct sockaddr *src)
+{
+	kdat_sockaddr_copy(dst, src);
+}
+
+kdat_ret_t kdat_ep_query(struct kdat_ep *ep, struct kdat_ep_info *info)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+
+	memset(info, 0, sizeof(*info));
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead) {
+		mutex_unlock(&ctx->lock);
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+	}
+	info->state = ep->state;
+	info->attr = ep->attr;
+	if (ep->state == KDAT_EP_CONNECTED || ep->state == KDAT_EP_DISCONNECT_PENDING) {
+		info->attr.max_rdma_read_in = ep->ird;
+		info->attr.max_rdma_read_out = ep->ord;
+	}
+	if (ep->cm_id) {
+		kdat_sockaddr_to_ss(&ep->local_addr, (struct sockaddr *)&ep->cm_id->route.addr.src_addr);
+		kdat_sockaddr_to_ss(&ep->remote_addr, (struct sockaddr *)&ep->cm_id->route.addr.dst_addr);
+	}
+	info->local_addr = ep->local_addr;
+	info->remote_addr = ep->remote_addr;
+	info->transitions = ep->transitions;
+	mutex_unlock(&ctx->lock);
+	return KDAT_DAT_SUCCESS;
+}
+
+kdat_ret_t kdat_ep_modify(struct kdat_ep *ep, u32 mask, const struct kdat_ep_attr *a)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct kdat_ep_attr next;
+	kdat_ret_t ret;
+
+	if (!mask || (mask & ~KDAT_EP_ATTR_ALL))
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+		goto out;
+	}
+	ret = kdat_ep_check(ep, KDAT_EP_STIM_MODIFY);
+	if (ret)
+		goto out;
+	next = ep->attr;
+	if (mask & KDAT_EP_ATTR_RDMA_READ_IN)
+		next.max_rdma_read_in = a->max_rdma_read_in;
+	if (mask & KDAT_EP_ATTR_RDMA_READ_OUT)
+		next.max_rdma_read_out = a->max_rdma_read_out;
+	if (mask & KDAT_EP_ATTR_RETRY_COUNT)
+		next.retry_count = a->retry_count;
+	if (mask & KDAT_EP_ATTR_RNR_RETRY_COUNT)
+		next.rnr_retry_count = a->rnr_retry_count;
+	if (mask & KDAT_EP_ATTR_FLOW_CONTROL)
+		next.flow_control = a->flow_control;
+	ret = kdat_ep_attr_check(ep->ia, &next);
+	if (!ret) {
+		ep->attr = next;
+		kdat_ep_step(ep, KDAT_EP_STIM_MODIFY, NULL, 0);
+	}
+out:
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+kdat_ret_t kdat_ep_reset(struct kdat_ep *ep)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct rdma_cm_id *id = NULL;
+	kdat_ret_t ret;
+
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+	} else if (ep->ia->removed) {
+		ret = kdat_invalid_state(ep);
+	} else {
+		ret = kdat_ep_check(ep, KDAT_EP_STIM_RESET);
+		if (!ret) {
+			id = kdat_ep_detach_id(ep);
+			kdat_qp_set(ep, IB_QPS_RESET);
+			ep->active = false;
+			ep->ird = 0;
+			ep->ord = 0;
+			memset(&ep->remote_addr, 0, sizeof(ep->remote_addr));
+			memset(&ep->local_addr, 0, sizeof(ep->local_addr));
+			kdat_ep_step(ep, KDAT_EP_STIM_RESET, NULL, 0);
+		}
+	}
+	mutex_unlock(&ctx->lock);
+	kdat_ep_destroy_id(ep, id);
+	return ret;
+}
+
+static kdat_ret_t kdat_check_private_data(const void *pdata, s32 size, u32 max)
+{
+	if (size < 0 || size > max || (size && !pdata))
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG4);
+	return KDAT_DAT_SUCCESS;
+}
+
+static kdat_ret_t kdat_check_qos(u32 qos)
+{
+	/* One service level: what the transport gives (DAT_QOS_BEST_EFFORT). */
+	if (qos != KDAT_DAT_QOS_BEST_EFFORT)
+		return kdat_err(KDAT_DAT_MODEL_NOT_SUPPORTED, KDAT_DAT_NO_SUBTYPE);
+	return KDAT_DAT_SUCCESS;
+}
+
+/*
+ * Starts an active connection: a new cm id resolves the address, then the
+ * route, then connects (kdat_cm_handler).  Caller holds ctx->lock and has
+ * checked the state; on success the EP is ACTIVE_CONNECTION_PENDING.
+ */
+static void kdat_ep_timeout_work(struct work_struct *work)
+{
+	struct kdat_ep_timer *t = container_of(to_delayed_work(work), struct kdat_ep_timer, work);
+	struct kdat_ep *ep = t->ep;
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct rdma_cm_id *id = NULL;
+
+	mutex_lock(&ctx->lock);
+	if (ep->timer == t) {
+		ep->timer = NULL;
+		if (!ep->obj.dead && ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING) {
+			/* Cancel the wire attempt for real: destroying the id sends a REJ. */
+			id = ep->cm_id;
+			ep->cm_id = NULL;
+			kdat_qp_set(ep, IB_QPS_ERR);
+			kdat_ep_step(ep, KDAT_EP_STIM_TIMEOUT, NULL, 0);
+		}
+	}
+	mutex_unlock(&ctx->lock);
+	kdat_ep_destroy_id(ep, id);
+	kfree(t);
+	kdat_obj_put(&ep->obj);
+}
+
+static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
+{
+	struct kdat_ep_timer *timer = NULL;
+	struct rdma_cm_id *id;
+	int err;
+
+	if (timeout_us != KDAT_TIMEOUT_INFINITE) {
+		timer = kzalloc(sizeof(*timer), GFP_KERNEL);
+		if (!timer)
+			return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	}
+	id = rdma_create_id(&init_net, kdat_cm_handler, ep, RDMA_PS_TCP, IB_QPT_RC);
+	if (IS_ERR(id)) {
+		kfree(timer);
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+	}
+	kdat_obj_get_ref(&ep->obj);	/* the id's */
+	err = rdma_resolve_addr(id, (struct sockaddr *)&ep->ia->addr,
+				(struct sockaddr *)&ep->remote_addr, KDAT_RESOLVE_TIMEOUT_MS);
+	if (err) {
+		/* No handler can run for this id yet; safe to destroy under the lock. */
+		rdma_destroy_id(id);
+		kdat_obj_put(&ep->obj);
+		kfree(timer);
+		return kdat_err(err == -ENOMEM ? KDAT_DAT_INSUFFICIENT_RESOURCES :
+				KDAT_DAT_INVALID_ADDRESS, KDAT_DAT_NO_SUBTYPE);
+	}
+	ep->cm_id = id;
+	ep->active = true;
+	kdat_qp_set(ep, IB_QPS_RESET);
+	if (timer) {
+		timer->ep = ep;
+		kdat_obj_get_ref(&ep->obj);	/* the timer's */
+		INIT_DELAYED_WORK(&timer->work, kdat_ep_timeout_work);
+		ep->timer = timer;
+		queue_delayed_work(kdat_wq, &timer->work, usecs_to_jiffies(timeout_us));
+	}
+	return KDAT_DAT_SUCCESS;
+}
+
+static kdat_ret_t kdat_connect_args(struct kdat_ep *ep, u32 timeout_us, const void *pdata,
+				    s32 pdata_size, u32 qos)
+{
+	kdat_ret_t ret;
+
+	if (timeout_us == 0)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG4);
+	ret = kdat_check_private_data(pdata, pdata_size, KDAT_IB_CONNECT_PDATA);
+	if (ret)
+		return ret;
+	return kdat_check_qos(qos);
+}
+
+static void kdat_ep_save_pdata(struct kdat_ep *ep, const void *pdata, s32 size)
+{
+	ep->private_data_size = size;
+	if (size)
+		memcpy(ep->private_data, pdata, size);
+}
+
+kdat_ret_t kdat_ep_connect(struct kdat_ep *ep, const struct sockaddr *remote,
+			   u64 conn_qual, u32 timeout_us, const void *pdata,
+			   s32 pdata_size, u32 qos, u32 flags)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	kdat_ret_t ret;
+
+	if (!remote || (remote->sa_family != AF_INET && remote->sa_family != AF_INET6))
+		return kdat_err(KDAT_DAT_INVALID_ADDRESS, KDAT_DAT_NO_SUBTYPE);
+	if (conn_qual == 0 || conn_qual > U16_MAX)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
+	if (flags & ~(KDAT_CONNECT_MULTIPATH_REQUESTED | KDAT_DAT_CONNECT_MULTIPATH_REQUIRED_FLAG))
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG8);
+	ret = kdat_connect_args(ep, timeout_us, pdata, pdata_size, qos);
+	if (ret)
+		return ret;
+	if (flags & KDAT_DAT_CONNECT_MULTIPATH_REQUIRED_FLAG)	/* one path only */
+		return kdat_err(KDAT_DAT_MODEL_NOT_SUPPORTED, KDAT_DAT_NO_SUBTYPE);
+
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+		goto out;
+	}
+	ret = kdat_ep_check(ep, KDAT_EP_STIM_CONNECT);
+	if (ret)
+		goto out;
+	if (ep->ia->removed) {
+		ret = kdat_invalid_state(ep);
+		goto out;
+	}
+	kdat_sockaddr_copy(&ep->remote_addr, remote);
+	kdat_sockaddr_set_port(&ep->remote_addr, conn_qual);
+	ep->conn_qual = conn_qual;
+	ep->connect_flags = flags;
+	kdat_ep_save_pdata(ep, pdata, pdata_size);
+	ret = kdat_ep_start_connect(ep, timeout_us);
+	if (!ret)
+		kdat_ep_step(ep, KDAT_EP_STIM_CONNECT, NULL, 0);
+out:
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+kdat_ret_t kdat_ep_dup_connect(struct kdat_ep *ep, struct kdat_ep *dup, u32 timeout_us,
+			       const void *pdata, s32 pdata_size, u32 qos)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	kdat_ret_t ret;
+
+	if (!dup || dup->obj.ctx != ctx)
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE2);
+	ret = kdat_connect_args(ep, timeout_us, pdata, pdata_size, qos);
+	if (ret)
+		return ret;
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+		goto out;
+	}
+	if (dup->obj.dead || dup == ep) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE2);
+		goto out;
+	}
+	if (dup->state != KDAT_EP_CONNECTED) {
+		ret = kdat_invalid_state(dup);
+		goto out;
+	}
+	/* The remote end of a passively accepted connection is not a service. */
+	if (!dup->active) {
+		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+		goto out;
+	}
+	ret = kdat_ep_check(ep, KDAT_EP_STIM_DUP_CONNECT);
+	if (ret)
+		goto out;
+	if (ep->ia->removed) {
+		ret = kdat_invalid_state(ep);
+		goto out;
+	}
+	/* Same remote IA address, connection qualifier and connect flags. */
+	ep->remote_addr = dup->remote_addr;
+	kdat_sockaddr_set_port(&ep->remote_addr, dup->conn_qual);
+	ep->conn_qual = dup->conn_qual;
+	ep->connect_flags = dup->connect_flags;
+	kdat_ep_save_pdata(ep, pdata, pdata_size);
+	ret = kdat_ep_start_connect(ep, timeout_us);
+	if (!ret)
+		kdat_ep_step(ep, KDAT_EP_STIM_DUP_CONNECT, NULL, 0);
+out:
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct rdma_cm_id *id = NULL;
+	unsigned int stim;
+	u32 old;
+	kdat_ret_t ret;
+
+	if (flags != KDAT_CLOSE_ABRUPT && flags != KDAT_CLOSE_GRACEFUL)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	stim = flags == KDAT_CLOSE_GRACEFUL ? KDAT_EP_STIM_DISCONNECT_GRACEFUL :
+	       KDAT_EP_STIM_DISCONNECT_ABRUPT;
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+		goto out;
+	}
+	ret = kdat_ep_check(ep, stim);
+	if (ret)
+		goto out;
+	old = ep->state;
+	switch (old) {
+	case KDAT_EP_CONNECTED:
+		/*
+		 * Graceful: no requests are in flight on the connection-only
+		 * QP, so the DREQ goes out now and DISCONNECT_PENDING lasts
+		 * until the peer's DREP (or the CM's DREQ timeout).
+		 */
+		if (ep->cm_id)
+			rdma_disconnect(ep->cm_id);
+		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT)
+			kdat_qp_set(ep, IB_QPS_ERR);
+		break;
+	case KDAT_EP_DISCONNECT_PENDING:
+		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT)
+			kdat_qp_set(ep, IB_QPS_ERR);
+		break;
+	case KDAT_EP_ACTIVE_CONNECTION_PENDING:
+	case KDAT_EP_COMPLETION_PENDING:
+		/* Abort establishment: the id goes, the peer sees a REJ; receives flush. */
+		id = kdat_ep_detach_id(ep);
+		kdat_qp_set(ep, IB_QPS_ERR);
+		break;
+	default:
+		break;
+	}
+	kdat_ep_step(ep, stim, NULL, 0);
+out:
+	mutex_unlock(&ctx->lock);
+	kdat_ep_destroy_id(ep, id);
+	return ret;
+}
+
+/* ---- service points -------------------------------------------------------------------- */
+
+static kdat_ret_t kdat_sp_listen(struct kdat_sp *sp)
+{
+	struct sockaddr_storage addr = sp->ia->addr;
+	struct rdma_cm_id *id;
+	int err;
+
+	id = rdma_create_id(&init_net, kdat_cm_handler, sp, RDMA_PS_TCP, IB_QPT_RC);
+	if (IS_ERR(id))
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_DEVICE);
+	kdat_sockaddr_set_port(&addr, sp->conn_qual);
+	err = rdma_bind_addr(id, (struct sockaddr *)&addr);
+	if (!err)
+		err = rdma_listen(id, sp->is_rsp ? KDAT_RSP_BACKLOG : KDAT_LISTEN_BACKLOG);
+	if (err) {
+		rdma_destroy_id(id);
+		if (err == -EADDRINUSE)
+			return kdat_err(KDAT_DAT_CONN_QUAL_IN_USE, KDAT_DAT_NO_SUBTYPE);
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_NO_SUBTYPE);
+	}
+	kdat_obj_get_ref(&sp->obj);	/* the id's */
+	sp->listen_id = id;
+	return KDAT_DAT_SUCCESS;
+}
+
+static kdat_ret_t kdat_sp_create(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd *evd,
+				 u32 flags, struct kdat_ep *ep, struct kdat_sp **out)
+{
+	struct kdat_ctx *ctx = ia->obj.ctx;
+	struct kdat_sp *sp;
+	kdat_ret_t ret;
+
+	if (conn_qual == 0 || conn_qual > U16_MAX)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	if (flags & ~KDAT_PSP_PROVIDER)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG4);
+	if (!evd)
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_CR);
+	sp = kzalloc(sizeof(*sp), GFP_KERNEL);
+	if (!sp)
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	sp->ia = ia;
+	sp->conn_qual = conn_qual;
+	sp->flags = flags;
+	sp->is_rsp = ep != NULL;
+
+	mutex_lock(&ctx->lock);
+	if (ia->obj.dead) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_IA);
+		goto err;
+	}
+	if (ia->removed) {
+		ret = kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
+		goto err;
+	}
+	if (!kdat_evd_fits(evd, ia, KDAT_EVD_CR)) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_CR);
+		goto err;
+	}
+	if (ep) {
+		if (ep->obj.dead || ep->ia != ia) {
+			ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+			goto err;
+		}
+		ret = kdat_ep_check(ep, KDAT_EP_STIM_RSP_CREATE);
+		if (ret)
+			goto err;
+	}
+	if (kdat_obj_add(ctx, &sp->obj, KDAT_OBJ_SP)) {
+		ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+		goto err;
+	}
+	ret = kdat_sp_listen(sp);
+	if (ret) {
+		kdat_obj_unlink(&sp->obj);
+		mutex_unlock(&ctx->lock);
+		kdat_obj_put(&sp->obj);
+		return ret;
+	}
+	sp->evd = evd;
+	kdat_evd_use(evd);
+	kdat_obj_get_ref(&ia->obj);
+	list_add_tail(&sp->ia_node, &ia->sps);
+	if (ep) {
+		sp->ep = ep;
+		ep->rsp = sp;
+		kdat_obj_get_ref(&ep->obj);
+		kdat_ep_step(ep, KDAT_EP_STIM_RSP_CREATE, NULL, 0);
+	}
+	mutex_unlock(&ctx->lock);
+	*out = sp;
+	return KDAT_DAT_SUCCESS;
+err:
+	mutex_unlock(&ctx->lock);
+	kfree(sp);
+	return ret;
+}
+
+kdat_ret_t kdat_psp_create(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd *evd,
+			   u32 flags, struct kdat_sp **psp)
+{
+	return kdat_sp_create(ia, conn_qual, evd, flags, NULL, psp);
+}
+
+kdat_ret_t kdat_rsp_create(struct kdat_ia *ia, u64 conn_qual, struct kdat_ep *ep,
+			   struct kdat_evd *evd, struct kdat_sp **rsp)
+{
+	if (!ep)
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+	return kdat_sp_create(ia, conn_qual, evd, KDAT_PSP_CONSUMER, ep, rsp);
+}
+
+/* Caller holds ctx->lock; returns the listening id to destroy after unlocking. */
+static struct rdma_cm_id *kdat_sp_kill(struct kdat_sp *sp)
+{
+	struct rdma_cm_id *id = sp->listen_id;
+	struct kdat_ep *ep = sp->ep;
+
+	kdat_obj_unlink(&sp->obj);
+	list_del_init(&sp->ia_node);
+	sp->listen_id = NULL;
+	if (ep) {
+		sp->ep = NULL;
+		if (ep->rsp == sp) {
+			ep->rsp = NULL;
+			kdat_ep_step(ep, KDAT_EP_STIM_RSP_FREE, NULL, 0);
+		}
+		kdat_obj_put(&ep->obj);
+	}
+	return id;
+}
+
+static void kdat_sp_finish(struct kdat_sp *sp, struct rdma_cm_id *id)
+{
+	struct kdat_ctx *ctx = sp->obj.ctx;
+
+	if (id) {
+		rdma_destroy_id(id);
+		kdat_obj_put(&sp->obj);
+	}
+	mutex_lock(&ctx->lock);
+	kdat_evd_unuse(sp->evd);
+	sp->evd = NULL;
+	mutex_unlock(&ctx->lock);
+	kdat_obj_put(&sp->ia->obj);
+	kdat_obj_put(&sp->obj);
+}
+
+kdat_ret_t kdat_sp_free(struct kdat_sp *sp)
+{
+	struct kdat_ctx *ctx = sp->obj.ctx;
+	struct rdma_cm_id *id;
+
+	mutex_lock(&ctx->lock);
+	if (sp->obj.dead) {
+		mutex_unlock(&ctx->lock);
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_PSP);
+	}
+	id = kdat_sp_kill(sp);
+	mutex_unlock(&ctx->lock);
+	kdat_sp_finish(sp, id);
+	return KDAT_DAT_SUCCESS;
+}
+
+/* ---- connection requests ---------------------------------------------------------------- */
+
+/* Caller holds ctx->lock; returns the child id (if still owned) to destroy. */
+static struct rdma_cm_id *kdat_cr_kill(struct kdat_cr *cr)
+{
+	struct rdma_cm_id *id = cr->cm_id;
+
+	kdat_obj_unlink(&cr->obj);
+	list_del_init(&cr->ia_node);
+	cr->cm_id = NULL;
+	return id;
+}
+
+static void kdat_cr_finish(struct kdat_cr *cr, struct rdma_cm_id *id)
+{
+	if (id) {
+		rdma_destroy_id(id);
+		kdat_obj_put(&cr->obj);		/* the id's */
+	}
+	kdat_obj_put(&cr->sp->obj);
+	if (cr->ep)
+		kdat_obj_put(&cr->ep->obj);
+	kdat_obj_put(&cr->ia->obj);
+	kdat_obj_put(&cr->obj);			/* the handle table's */
+}
+
+kdat_ret_t kdat_cr_query(struct kdat_cr *cr, struct kdat_cr_info *info)
+{
+	struct kdat_ctx *ctx = cr->obj.ctx;
+
+	memset(info, 0, sizeof(*info));
+	mutex_lock(&ctx->lock);
+	if (cr->obj.dead) {
+		mutex_unlock(&ctx->lock);
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_CR);
+	}
+	info->sp = cr->sp;
+	info->ep = cr->ep;
+	info->remote_rdma_read_in = cr->remote_ird;
+	info->remote_rdma_read_out = cr->remote_ord;
+	info->remote_addr = cr->remote_addr;
+	info->local_addr = cr->local_addr;
+	info->private_data_size = cr->private_data_size;
+	memcpy(info->private_data, cr->private_data, cr->private_data_size);
+	mutex_unlock(&ctx->lock);
+	return KDAT_DAT_SUCCESS;
+}
+
+/*
+ * rdma_accept() must run under the id's handler mutex, which ranks above
+ * ctx->lock: take it first, then revalidate everything under ctx->lock.
+ */
+static struct rdma_cm_id *kdat_cr_lock_id(struct kdat_cr *cr)
+{
+	struct kdat_ctx *ctx = cr->obj.ctx;
+	struct rdma_cm_id *id;
+
+	mutex_lock(&ctx->lock);
+	id = cr->obj.dead || cr->busy ? NULL : cr->cm_id;
+	/* Only the busy owner may kill the CR or take its id from here on. */
+	if (id)
+		cr->busy = true;
+	mutex_unlock(&ctx->lock);
+	if (id)
+		rdma_lock_handler(id);
+	return id;
+}
+
+static void kdat_cr_unlock_id(struct kdat_cr *cr, struct rdma_cm_id *id)
+{
+	if (!id)
+		return;
+	rdma_unlock_handler(id);
+	mutex_lock(&cr->obj.ctx->lock);
+	cr->busy = false;
+	mutex_unlock(&cr->obj.ctx->lock);
+}
+
+kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pdata,
+			  s32 pdata_size)
+{
+	struct kdat_ctx *ctx = cr->obj.ctx;
+	struct rdma_conn_param param = {};
+	struct rdma_cm_id *id, *dead_id = NULL;
+	u8 wire[KDAT_PDATA_WIRE_MAX];
+	kdat_ret_t ret;
+	int err;
+
+	ret = kdat_check_private_data(pdata, pdata_size, KDAT_IB_ACCEPT_PDATA);
+	if (ret)
+		return ret;
+	if (ep && ep->obj.ctx != ctx)
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+
+	id = kdat_cr_lock_id(cr);
+	mutex_lock(&ctx->lock);
+	if (cr->obj.dead || !id || cr->cm_id != id) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_CR);
+		goto out;
+	}
+	if (!ep)
+		ep = cr->ep;
+	if (!ep) {
+		/* A consumer-flag PSP's CR names no EP: the consumer must bring one. */
+		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+		goto out;
+	}
+	if (ep->obj.dead) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+		goto out;
+	}
+	if (ep->ia != cr->ia || (cr->ep && cr->ep != ep)) {
+		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+		goto out;
+	}
+	ret = kdat_ep_check(ep, KDAT_EP_STIM_ACCEPT);
+	if (ret)
+		goto out;
+	if (ep->ia->removed) {
+		ret = kdat_invalid_state(ep);
+		goto out;
+	}
+
+	/* IRD/ORD: the smaller of ours, the requester's offer and the device's. */
+	ep->ird = min3(ep->attr.max_rdma_read_in, cr->remote_ord,
+		       min_t(u32, ep->ia->ibdev->attrs.max_qp_rd_atom, U8_MAX));
+	ep->ord = min3(ep->attr.max_rdma_read_out, cr->remote_ird,
+		       min_t(u32, ep->ia->ibdev->attrs.max_qp_init_rd_atom, U8_MAX));
+
+	/* From here the CR is consumed: the id moves to the EP. */
+	list_del_init(&cr->ia_node);
+	kdat_obj_unlink(&cr->obj);
+	cr->cm_id = NULL;
+	id->context = ep;
+	kdat_obj_get_ref(&ep->obj);	/* the id's; the CR's id reference goes below */
+	ep->cm_id = id;
+	ep->active = false;
+	kdat_ep_step(ep, KDAT_EP_STIM_ACCEPT, NULL, 0);
+
+	err = cr->remote_gone ? -ECONNRESET : 0;
+	kdat_qp_set(ep, IB_QPS_RESET);
+	if (!err)
+		err = kdat_qp_modify_cm(ep, id, IB_QPS_INIT);
+	if (!err)
+		err = kdat_qp_modify_cm(ep, id, IB_QPS_RTR);
+	if (!err)
+		err = kdat_qp_modify_cm(ep, id, IB_QPS_RTS);
+	if (!err) {
+		param.private_data = wire;
+		param.private_data_len = kdat_pdata_wrap(wire, pdata, pdata_size);
+		param.responder_resources = ep->ird;
+		param.initiator_depth = ep->ord;
+		param.flow_control = ep->attr.flow_control;
+		param.rnr_retry_count = ep->attr.rnr_retry_count;
+		param.qp_num = ep->qp->qp_num;
+		err = rdma_accept(id, &param);
+	}
+	if (err) {
+		/* Establishment cannot complete: seed 003's ACCEPT_COMPLETION_ERROR. */
+		dead_id = kdat_ep_detach_id(ep);
+		kdat_qp_set(ep, IB_QPS_ERR);
+		kdat_ep_step(ep, KDAT_EP_STIM_ACCEPT_FAILED, NULL, 0);
+	}
+out:
+	mutex_unlock(&ctx->lock);
+	kdat_cr_unlock_id(cr, id);
+	if (!ret) {
+		/* the consumed CR: its id reference moved to the EP above */
+		kdat_obj_put(&cr->obj);
+		kdat_cr_finish(cr, NULL);
+		if (dead_id)
+			kdat_destroy_id_later(dead_id, &ep->obj);
+	}
+	return ret;
+}
+
+kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *pdata, s32 pdata_size)
+{
+	struct kdat_ctx *ctx = cr->obj.ctx;
+	struct kdat_ep *provider_ep = NULL;
+	struct rdma_cm_id *id, *ep_id = NULL;
+	kdat_ret_t ret;
+
+	ret = kdat_check_private_data(pdata, pdata_size, KDAT_IB_REJECT_PDATA);
+	if (ret)
+		return ret;
+	id = kdat_cr_lock_id(cr);
+	mutex_lock(&ctx->lock);
+	if (cr->obj.dead || !id || cr->cm_id != id) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_CR);
+		mutex_unlock(&ctx->lock);
+		kdat_cr_unlock_id(cr, id);
+		return ret;
+	}
+	if (!cr->remote_gone) {
+		u8 wire[KDAT_PDATA_WIRE_MAX];
+
+		rdma_reject(id, wire, kdat_pdata_wrap(wire, pdata, pdata_size),
+			    IB_CM_REJ_CONSUMER_DEFINED);
+	}
+	if (cr->ep && !cr->ep->obj.dead) {
+		kdat_ep_step(cr->ep, KDAT_EP_STIM_REJECT, NULL, 0);
+		/* An EP the provider made for this request goes with it (as in DAPL). */
+		if (cr->ep->provider_created) {
+			provider_ep = cr->ep;
+			kdat_obj_get_ref(&provider_ep->obj);
+			ep_id = kdat_ep_kill(provider_ep);
+		}
+	}
+	kdat_cr_kill(cr);
+	mutex_unlock(&ctx->lock);
+	rdma_unlock_handler(id);	/* the CR is dead: nobody else takes it */
+	kdat_cr_finish(cr, id);
+	if (provider_ep) {
+		kdat_ep_finish(provider_ep, ep_id);
+		kdat_obj_put(&provider_ep->obj);
+	}
+	return KDAT_DAT_SUCCESS;
+}
+
+/* ---- the rdma_cm event handler ----------------------------------------------------------- */
+
+/* Which object an id's context is; every context starts with its struct kdat_obj. */
+static struct kdat_obj *kdat_id_obj(struct rdma_cm_id *id)
+{
+	return id->context;
+}
+
+static void kdat_cr_post(struct kdat_cr *cr)
+{
+	struct kdat_event_info *info = kzalloc(sizeof(*info), GFP_KERNEL);
+
+	if (!info) {
+		kdat_evd_post(cr->sp->evd, &(struct kdat_event_info){
+			.number = KDAT_DAT_CONNECTION_REQUEST_EVENT, .sp = cr->sp, .cr = cr });
+		return;
+	}
+	info->number = KDAT_DAT_CONNECTION_REQUEST_EVENT;
+	info->sp = cr->sp;
+	info->cr = cr;
+	info->ep = cr->ep;
+	info->private_data_size = cr->private_data_size;
+	memcpy(info->private_data, cr->private_data, cr->private_data_size);
+	kdat_evd_post(cr->sp->evd, info);
+	kfree(info);
+}
+
+/* A request arrived on a listener; returns non-zero to have rdma_cm refuse it. */
+static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
+			   struct rdma_cm_event *ev)
+{
+	struct kdat_ctx *ctx = sp->obj.ctx;
+	struct kdat_ia *ia = sp->ia;
+	struct kdat_ep *pep = NULL;
+	struct kdat_cr *cr;
+	const u8 *pdata;
+	kdat_ret_t ret;
+	u32 len;
+
+	cr = kzalloc(sizeof(*cr), GFP_KERNEL);
+	if (!cr)
+		return -ENOMEM;
+	if (sp->flags & KDAT_PSP_PROVIDER) {
+		static const struct kdat_ep_attr defaults;
+
+		pep = kdat_ep_new(ia, &defaults, &ret);
+		if (!pep) {
+			kfree(cr);
+			return -ENOMEM;
+		}
+		pep->provider_created = true;
+	}
+
+	mutex_lock(&ctx->lock);
+	if (sp->obj.dead || ia->removed || (sp->is_rsp && (sp->rsp_used || !sp->ep)))
+		goto refuse;
+	if (kdat_obj_add(ctx, &cr->obj, KDAT_OBJ_CR))
+		goto refuse;
+	if (pep && kdat_ep_link(pep, sp->evd, NULL, NULL)) {
+		kdat_obj_unlink(&cr->obj);
+		mutex_unlock(&ctx->lock);
+		kdat_obj_put(&cr->obj);
+		cr = NULL;
+		goto refuse_unlocked;
+	}
+	cr->ia = ia;
+	cr->sp = sp;
+	cr->cm_id = id;
+	kdat_obj_get_ref(&ia->obj);
+	kdat_obj_get_ref(&sp->obj);
+	kdat_obj_get_ref(&cr->obj);	/* the id's */
+	id->context = cr;
+	list_add_tail(&cr->ia_node, &ia->crs);
+	cr->remote_ird = ev->param.conn.responder_resources;
+	cr->remote_ord = ev->param.conn.initiator_depth;
+	len = kdat_pdata_unwrap(ev->param.conn.private_data, ev->param.conn.private_data_len,
+				&pdata);
+	memcpy(cr->private_data, pdata, len);
+	cr->private_data_size = len;
+	kdat_sockaddr_copy(&cr->remote_addr, (struct sockaddr *)&id->route.addr.dst_addr);
+	kdat_sockaddr_copy(&cr->local_addr, (struct sockaddr *)&id->route.addr.src_addr);
+	if (sp->is_rsp) {
+		sp->rsp_used = true;
+		cr->ep = sp->ep;
+		kdat_obj_get_ref(&cr->ep->obj);
+		kdat_ep_step(cr->ep, KDAT_EP_STIM_CR_ARRIVED, NULL, 0);
+	} else if (pep) {
+		cr->ep = pep;
+		kdat_obj_get_ref(&pep->obj);
+		kdat_ep_step(pep, KDAT_EP_STIM_PROVIDER_BIND, NULL, 0);
+	}
+	kdat_cr_post(cr);
+	mutex_unlock(&ctx->lock);
+	return 0;
+
+refuse:
+	mutex_unlock(&ctx->lock);
+refuse_unlocked:
+	if (pep) {
+		kdat_ep_free_qp(pep);
+		kfree(pep);
+	}
+	kfree(cr);
+	return -ECONNREFUSED;
+}
+
+/* Active side: the peer accepted (REP); finish like librdmacm does for its own QPs. */
+static void kdat_cm_active_response(struct kdat_ep *ep, struct rdma_cm_id *id,
+				    struct rdma_cm_event *ev)
+{
+	const struct rdma_conn_param *c = &ev->param.conn;
+	const u8 *pdata;
+	u32 len;
+	int err;
+
+	/* REP carries what the peer granted: its IRD bounds our ORD and back. */
+	ep->ord = min_t(u32, ep->attr.max_rdma_read_out, c->responder_resources);
+	ep->ird = min_t(u32, ep->attr.max_rdma_read_in, c->initiator_depth);
+	err = kdat_qp_modify_cm(ep, id, IB_QPS_RTR);
+	if (!err)
+		err = kdat_qp_modify_cm(ep, id, IB_QPS_RTS);
+	if (!err)
+		err = rdma_accept(id, NULL);	/* sends the RTU */
+	if (err) {
+		kdat_qp_set(ep, IB_QPS_ERR);
+		kdat_ep_step(ep, KDAT_EP_STIM_BROKEN, NULL, 0);
+		return;
+	}
+	len = kdat_pdata_unwrap(c->private_data, c->private_data_len, &pdata);
+	kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, pdata, len);
+}
+
+static void kdat_cm_active_route(struct kdat_ep *ep, struct rdma_cm_id *id)
+{
+	struct rdma_conn_param param = {};
+	u8 wire[KDAT_PDATA_WIRE_MAX];
+	int err;
+
+	kdat_sockaddr_copy(&ep->local_addr, (struct sockaddr *)&id->route.addr.src_addr);
+	err = kdat_qp_modify_cm(ep, id, IB_QPS_INIT);
+	if (!err) {
+		param.private_data = wire;
+		param.private_data_len = kdat_pdata_wrap(wire, ep->private_data,
+							 ep->private_data_size);
+		param.responder_resources = ep->attr.max_rdma_read_in;
+		param.initiator_depth = ep->attr.max_rdma_read_out;
+		param.flow_control = ep->attr.flow_control;
+		param.retry_count = ep->attr.retry_count;
+		param.rnr_retry_count = ep->attr.rnr_retry_count;
+		param.qp_num = ep->qp->qp_num;
+		err = rdma_connect_locked(id, &param);
+	}
+	if (err)
+		kdat_ep_step(ep, KDAT_EP_STIM_NON_PEER_REJECTED, NULL, 0);
+}
+
+/* Maps an rdma_cm event on an EP's id to the table's stimulus, doing the wire work. */
+static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
+			    struct rdma_cm_event *ev)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	u32 before, plen;
+	int destroy = 0;
+	u8 len = 0;
+	const u8 *rej, *pdata;
+
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead || ep->cm_id != id) {
+		/* Stale: the EP moved on (timeout, abort, free); its owner destroys the id. */
+		mutex_unlock(&ctx->lock);
+		return 0;
+	}
+	before = ep->state;
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING &&
+		    rdma_resolve_route(id, KDAT_RESOLVE_TIMEOUT_MS))
+			kdat_ep_step(ep, KDAT_EP_STIM_UNREACHABLE, NULL, 0);
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
+			kdat_cm_active_route(ep, id);
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+		kdat_ep_step(ep, KDAT_EP_STIM_UNREACHABLE, NULL, 0);
+		break;
+	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
+			kdat_cm_active_response(ep, id, ev);
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		/* passive side: the RTU carries no private data */
+		kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, NULL, 0);
+		break;
+	case RDMA_CM_EVENT_REJECTED:
+		rej = rdma_consumer_reject_data(id, ev, &len);
+		if (rej) {
+			plen = kdat_pdata_unwrap(rej, len, &pdata);
+			kdat_ep_step(ep, KDAT_EP_STIM_PEER_REJECTED, pdata, plen);
+		} else {
+			kdat_ep_step(ep, KDAT_EP_STIM_NON_PEER_REJECTED, NULL, 0);
+		}
+		break;
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		kdat_ep_step(ep, ep->state == KDAT_EP_COMPLETION_PENDING ?
+			     KDAT_EP_STIM_ACCEPT_FAILED : KDAT_EP_STIM_BROKEN, NULL, 0);
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		/* Answer a peer's DREQ (DREP); harmless after our own DREQ. */
+		rdma_disconnect(id);
+		kdat_qp_set(ep, IB_QPS_ERR);
+		kdat_ep_step(ep, KDAT_EP_STIM_DISCONNECTED, NULL, 0);
+		break;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		/* kdat's ib_client tears the IA down before rdma_cm gets here. */
+		kdat_ep_step(ep, KDAT_EP_STIM_DEVICE_REMOVED, NULL, 0);
+		break;
+	default:
+		break;	/* TIMEWAIT_EXIT, ADDR_CHANGE: nothing for the EP */
+	}
+	/*
+	 * A connection attempt that ended without a connection gives up its id
+	 * here: returning non-zero makes rdma_cm destroy it after this upcall.
+	 */
+	if (before != ep->state && ep->state == KDAT_EP_DISCONNECTED &&
+	    (before == KDAT_EP_ACTIVE_CONNECTION_PENDING ||
+	     before == KDAT_EP_COMPLETION_PENDING)) {
+		kdat_ep_detach_id(ep);
+		kdat_qp_set(ep, IB_QPS_ERR);
+		destroy = 1;
+	}
+	mutex_unlock(&ctx->lock);
+	if (destroy)
+		kdat_obj_put(&ep->obj);	/* the id's reference */
+	return destroy;
+}
+
+static int kdat_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	struct kdat_obj *obj = kdat_id_obj(id);
+	struct kdat_cr *cr;
+	struct kdat_ctx *ctx;
+
+	switch (obj->type) {
+	case KDAT_OBJ_EP:
+		return kdat_cm_ep_event((struct kdat_ep *)obj, id, ev);
+	case KDAT_OBJ_SP:
+		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+			return kdat_cm_request((struct kdat_sp *)obj, id, ev);
+		return 0;	/* the listener's own DEVICE_REMOVAL: handled by the ib_client */
+	case KDAT_OBJ_CR:
+		/* Before accept/reject: the requester may give up (REJ, timeout). */
+		cr = (struct kdat_cr *)obj;
+		ctx = cr->obj.ctx;
+		mutex_lock(&ctx->lock);
+		if (ev->event == RDMA_CM_EVENT_REJECTED ||
+		    ev->event == RDMA_CM_EVENT_CONNECT_ERROR ||
+		    ev->event == RDMA_CM_EVENT_UNREACHABLE ||
+		    ev->event == RDMA_CM_EVENT_DISCONNECTED)
+			cr->remote_gone = true;
+		mutex_unlock(&ctx->lock);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/* ---- IA close, owner teardown, device removal --------------------------------------------- */
+
+/* Frees everything the IA owns and the IA; caller holds no locks. */
+static void kdat_ia_teardown(struct kdat_ia *ia)
+{
+	struct kdat_ctx *ctx = ia->obj.ctx;
+	struct rdma_cm_id *id;
+
+	for (;;) {
+		struct kdat_cr *cr;
+		struct kdat_sp *sp;
+		struct kdat_ep *ep;
+
+		mutex_lock(&ctx->lock);
+		cr = list_first_entry_or_null(&ia->crs, struct kdat_cr, ia_node);
+		if (cr) {
+			kdat_obj_get_ref(&cr->obj);
+			mutex_unlock(&ctx->lock);
+			kdat_cr_reject(cr, NULL, 0);
+			kdat_obj_put(&cr->obj);
+			continue;
+		}
+		sp = list_first_entry_or_null(&ia->sps, struct kdat_sp, ia_node);
+		if (sp) {
+			kdat_obj_get_ref(&sp->obj);
+			id = kdat_sp_kill(sp);
+			mutex_unlock(&ctx->lock);
+			kdat_sp_finish(sp, id);
+			kdat_obj_put(&sp->obj);
+			continue;
+		}
+		ep = list_first_entry_or_null(&ia->eps, struct kdat_ep, ia_node);
+		if (ep) {
+			kdat_obj_get_ref(&ep->obj);
+			id = kdat_ep_kill(ep);
+			mutex_unlock(&ctx->lock);
+			kdat_ep_finish(ep, id);
+			kdat_obj_put(&ep->obj);
+			continue;
+		}
+		mutex_unlock(&ctx->lock);
+		break;
+	}
+	mutex_lock(&ctx->lock);
+	while (!list_empty(&ia->evds))
+		kdat_evd_kill(list_first_entry(&ia->evds, struct kdat_evd, ia_node));
+	kdat_obj_unlink(&ia->obj);
+	list_del_init(&ia->ctx_node);
+	mutex_lock(&kdat_devices_lock);
+	list_del_init(&ia->dev_node);
+	mutex_unlock(&kdat_devices_lock);
+	mutex_unlock(&ctx->lock);
+	/* Pending deferred id destructions may still hold the PD's QPs' ids. */
+	flush_workqueue(kdat_wq);
+	if (ia->pd)
+		ib_dealloc_pd(ia->pd);
+	ia->pd = NULL;
+	kdat_obj_put(&ia->obj);
+}
+
+kdat_ret_t kdat_ia_close_in(struct kdat_ia *ia, u32 flags)
+{
+	struct kdat_ctx *ctx = ia->obj.ctx;
+	bool busy;
+
+	if (flags != KDAT_IA_CLOSE_ABRUPT && flags != KDAT_IA_CLOSE_GRACEFUL)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	mutex_lock(&ctx->lock);
+	if (ia->obj.dead) {
+		mutex_unlock(&ctx->lock);
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_IA);
+	}
+	busy = !list_empty(&ia->eps) || !list_empty(&ia->sps) || !list_empty(&ia->crs) ||
+	       !list_empty(&ia->evds);
+	mutex_unlock(&ctx->lock);
+	if (busy && flags == KDAT_IA_CLOSE_GRACEFUL)
+		return kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_INVALID_STATE_IA_IN_USE);
+	kdat_ia_teardown(ia);
+	return KDAT_DAT_SUCCESS;
+}
+
+/* Closes every IA of an owner (file release); then drops the owner. */
+void kdat_ctx_destroy(struct kdat_ctx *ctx)
+{
+	struct kdat_ia *ia;
+
+	for (;;) {
+		mutex_lock(&ctx->lock);
+		ia = list_first_entry_or_null(&ctx->ias, struct kdat_ia, ctx_node);
+		if (ia)
+			kdat_obj_get_ref(&ia->obj);
+		mutex_unlock(&ctx->lock);
+		if (!ia)
+			break;
+		kdat_ia_close_in(ia, KDAT_IA_CLOSE_ABRUPT);
+		kdat_obj_put(&ia->obj);
+	}
+	kref_put(&ctx->ref, kdat_ctx_release);
+}
+
+/*
+ * The RDMA device is going away (ib_client remove): every EP gets its event,
+ * and every IB resource of the IA is released before we return.
+ */
+void kdat_ia_device_removed(struct kdat_ia *ia)
+{
+	struct kdat_ctx *ctx = ia->obj.ctx;
+	struct rdma_cm_id **ids;
+	struct kdat_ep *ep;
+	struct kdat_sp *sp;
+	struct kdat_cr *cr;
+	unsigned int n = 0, max = 0, i;
+
+	mutex_lock(&ctx->lock);
+	list_for_each_entry(ep, &ia->eps, ia_node)
+		max++;
+	list_for_each_entry(sp, &ia->sps, ia_node)
+		max++;
+	list_for_each_entry(cr, &ia->crs, ia_node)
+		max++;
+	ids = kcalloc(max + 1, 2 * sizeof(*ids), GFP_KERNEL | __GFP_NOFAIL);
+	ia->removed = true;
+	list_for_each_entry(ep, &ia->eps, ia_node) {
+		kdat_ep_step(ep, KDAT_EP_STIM_DEVICE_REMOVED, NULL, 0);
+		ids[2 * n] = kdat_ep_detach_id(ep);
+		ids[2 * n + 1] = (void *)ep;
+		kdat_obj_get_ref(&ep->obj);
+		n++;
+	}
+	list_for_each_entry(sp, &ia->sps, ia_node) {
+		if (sp->listen_id) {
+			ids[2 * n] = sp->listen_id;
+			ids[2 * n + 1] = (void *)sp;
+			sp->listen_id = NULL;
+			n++;
+		}
+	}
+	list_for_each_entry(cr, &ia->crs, ia_node) {
+		if (cr->cm_id && !cr->busy) {
+			ids[2 * n] = cr->cm_id;
+			ids[2 * n + 1] = (void *)cr;
+			cr->cm_id = NULL;
+			cr->remote_gone = true;
+			n++;
+		}
+	}
+	mutex_unlock(&ctx->lock);
+
+	for (i = 0; i < n; i++) {
+		struct kdat_obj *obj = (struct kdat_obj *)ids[2 * i + 1];
+
+		if (ids[2 * i]) {
+			rdma_destroy_id(ids[2 * i]);
+			kdat_obj_put(obj);	/* the id's reference */
+		}
+	}
+	flush_workqueue(kdat_wq);
+	mutex_lock(&ctx->lock);
+	for (i = 0; i < n; i++) {
+		struct kdat_obj *obj = (struct kdat_obj *)ids[2 * i + 1];
+
+		if (obj->type == KDAT_OBJ_EP) {
+			ep = (struct kdat_ep *)obj;
+			kdat_ep_free_qp(ep);
+		}
+	}
+	mutex_unlock(&ctx->lock);
+	for (i = 0; i < n; i++) {
+		struct kdat_obj *obj = (struct kdat_obj *)ids[2 * i + 1];
+
+		if (obj->type == KDAT_OBJ_EP)
+			kdat_obj_put(obj);
+	}
+	kfree(ids);
+	if (ia->pd)
+		ib_dealloc_pd(ia->pd);
+	ia->pd = NULL;
+}
+
+/* ---- the exported in-kernel API ---------------------------------------------------------- */
+
+kdat_ret_t kdat_ia_open(const char *name, struct kdat_ia **ia)
+{
+	struct kdat_ctx *ctx;
+	kdat_ret_t ret;
+
+	if (!name || !ia)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG1);
+	ctx = kdat_ctx_create();
+	if (!ctx)
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	ret = kdat_ia_open_in(ctx, name, ia);
+	if (ret) {
+		kdat_ctx_destroy(ctx);
+		return ret;
+	}
+	(*ia)->own_ctx = true;
+	__module_get(THIS_MODULE);
+	return KDAT_DAT_SUCCESS;
+}
+EXPORT_SYMBOL_GPL(kdat_ia_open);
+
+kdat_ret_t kdat_ia_close(struct kdat_ia *ia, u32 flags)
+{
+	struct kdat_ctx *ctx = ia->obj.ctx;
+	bool own = ia->own_ctx;
+	kdat_ret_t ret;
+
+	kdat_obj_get_ref(&ia->obj);
+	ret = kdat_ia_close_in(ia, flags);
+	kdat_obj_put(&ia->obj);
+	if (!ret && own) {
+		kdat_ctx_destroy(ctx);
+		module_put(THIS_MODULE);
+	}
+	return ret;
+}
+EXPORT_SYMBOL_GPL(kdat_ia_close);
+
+EXPORT_SYMBOL_GPL(kdat_ia_query);
+EXPORT_SYMBOL_GPL(kdat_evd_create);
+EXPORT_SYMBOL_GPL(kdat_evd_free);
+EXPORT_SYMBOL_GPL(kdat_evd_wait);
+EXPORT_SYMBOL_GPL(kdat_evd_dequeue);
+EXPORT_SYMBOL_GPL(kdat_ep_create);
+EXPORT_SYMBOL_GPL(kdat_ep_free);
+EXPORT_SYMBOL_GPL(kdat_ep_query);
+EXPORT_SYMBOL_GPL(kdat_ep_modify);
+EXPORT_SYMBOL_GPL(kdat_ep_reset);
+EXPORT_SYMBOL_GPL(kdat_ep_connect);
+EXPORT_SYMBOL_GPL(kdat_ep_dup_connect);
+EXPORT_SYMBOL_GPL(kdat_ep_disconnect);
+EXPORT_SYMBOL_GPL(kdat_psp_create);
+EXPORT_SYMBOL_GPL(kdat_rsp_create);
+EXPORT_SYMBOL_GPL(kdat_sp_free);
+EXPORT_SYMBOL_GPL(kdat_cr_query);
+EXPORT_SYMBOL_GPL(kdat_cr_accept);
+EXPORT_SYMBOL_GPL(kdat_cr_reject);
