@@ -1104,6 +1104,9 @@ static kdat_ret_t kdat_check_qos(u32 qos)
  * route, then connects (kdat_cm_handler).  Caller holds ctx->lock and has
  * checked the state; on success the EP is ACTIVE_CONNECTION_PENDING.
  */
+/* kdat_ep_start_connect(): not an error for the caller, an outcome for the EP. */
+#define KDAT_UNREACHABLE_NOW	1u
+
 static void kdat_ep_timeout_work(struct work_struct *work)
 {
 	struct kdat_ep_timer *t = container_of(to_delayed_work(work), struct kdat_ep_timer, work);
@@ -1152,8 +1155,18 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 		rdma_destroy_id(id);
 		kdat_obj_put(&ep->obj);
 		kfree(timer);
-		return kdat_err(err == -ENOMEM ? KDAT_DAT_INSUFFICIENT_RESOURCES :
-				KDAT_DAT_INVALID_ADDRESS, KDAT_DAT_NO_SUBTYPE);
+		switch (err) {
+		case -ENETUNREACH:
+		case -EHOSTUNREACH:
+		case -EADDRNOTAVAIL:
+		case -ENODEV:
+			/* No route: the attempt is made and fails (seed 000: UNREACHABLE). */
+			return KDAT_UNREACHABLE_NOW;
+		case -ENOMEM:
+			return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+		default:
+			return kdat_err(KDAT_DAT_INVALID_ADDRESS, KDAT_DAT_NO_SUBTYPE);
+		}
 	}
 	ep->cm_id = id;
 	ep->active = true;
@@ -1225,8 +1238,14 @@ kdat_ret_t kdat_ep_connect(struct kdat_ep *ep, const struct sockaddr *remote,
 	ep->connect_flags = flags;
 	kdat_ep_save_pdata(ep, pdata, pdata_size);
 	ret = kdat_ep_start_connect(ep, timeout_us);
-	if (!ret)
+	if (ret == KDAT_UNREACHABLE_NOW) {
 		kdat_ep_step(ep, KDAT_EP_STIM_CONNECT, NULL, 0);
+		kdat_qp_set(ep, IB_QPS_ERR);
+		kdat_ep_step(ep, KDAT_EP_STIM_UNREACHABLE, NULL, 0);
+		ret = KDAT_DAT_SUCCESS;
+	} else if (!ret) {
+		kdat_ep_step(ep, KDAT_EP_STIM_CONNECT, NULL, 0);
+	}
 out:
 	mutex_unlock(&ctx->lock);
 	return ret;
@@ -1275,8 +1294,14 @@ kdat_ret_t kdat_ep_dup_connect(struct kdat_ep *ep, struct kdat_ep *dup, u32 time
 	ep->connect_flags = dup->connect_flags;
 	kdat_ep_save_pdata(ep, pdata, pdata_size);
 	ret = kdat_ep_start_connect(ep, timeout_us);
-	if (!ret)
+	if (ret == KDAT_UNREACHABLE_NOW) {
 		kdat_ep_step(ep, KDAT_EP_STIM_DUP_CONNECT, NULL, 0);
+		kdat_qp_set(ep, IB_QPS_ERR);
+		kdat_ep_step(ep, KDAT_EP_STIM_UNREACHABLE, NULL, 0);
+		ret = KDAT_DAT_SUCCESS;
+	} else if (!ret) {
+		kdat_ep_step(ep, KDAT_EP_STIM_DUP_CONNECT, NULL, 0);
+	}
 out:
 	mutex_unlock(&ctx->lock);
 	return ret;

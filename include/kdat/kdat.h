@@ -7,8 +7,8 @@
  * opaque.  The endpoint state machine is include/kdat/ep_table.h.
  *
  * Context: every call may sleep (process context) except where noted.
- * Upcalls run in process context (a kdat workqueue or the rdma_cm handler)
- * and must not call back into kdat for the same EVD's waits.
+ * Upcalls run in process context with kdat's locks held: they may not call
+ * into kdat; queue work (and dequeue from there) instead.
  *
  * Lifetime: an IA owns everything created on it; kdat_ia_close(ABRUPT) frees
  * it all (connected EPs are disconnected).  If the RDMA device goes away, the
@@ -87,7 +87,7 @@ struct kdat_cr_info {
 	u8 private_data[KDAT_PRIVATE_DATA_MAX];
 };
 
-/* Called (process context) each time an event is queued on the EVD. */
+/* Called (process context, kdat locks held) each time an event is queued. */
 typedef void (*kdat_upcall_t)(struct kdat_evd *evd, void *context);
 
 kdat_ret_t kdat_ia_open(const char *name, struct kdat_ia **ia);

@@ -18,6 +18,14 @@ def test_load_creates_dev_kdat_0600_and_unload_removes_it(rdma, kernel_log):
     assert not os.path.exists(guest.DEV)
     assert not guest.module_loaded()
     assert any("kdat: unloaded" in line for line in kernel_log.new_lines())
+    guest.load_module()  # the session's other tests expect it loaded
+
+
+def test_rmmod_is_refused_while_a_file_is_open(dev):
+    r = guest.unload_module()
+    assert r.returncode != 0
+    assert "in use" in r.stderr
+    assert guest.module_loaded()
 
 
 def test_version_reports_abi_and_the_rxe_device(dev, rdma):

@@ -1,0 +1,109 @@
+"""kdat_echo, a kernel module that uses only include/kdat/kdat.h, against userspace EPs both ways."""
+import os
+import time
+
+import pytest
+
+from kdat_harness import guest
+from kdat_harness.dat import Kdat, ipv4, next_port
+
+ECHO_KO = os.path.join(guest.REPO, "kmod", "kdat_echo.ko")
+PARAMS = "/sys/module/kdat_echo/parameters"
+
+
+def param(name):
+    with open(os.path.join(PARAMS, name)) as f:
+        return f.read().strip()
+
+
+def wait_param(name, want, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if param(name) == want:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{name} is {param(name)!r}, wanted {want!r}")
+
+
+@pytest.fixture
+def echo(kdat_module, kernel_log):
+    loaded = []
+
+    def load(**params):
+        guest.run("insmod", ECHO_KO, *[f"{k}={v}" for k, v in params.items()])
+        loaded.append(True)
+
+    yield load
+    if loaded and guest.module_loaded("kdat_echo"):
+        r = guest.unload_module("kdat_echo")
+        assert r.returncode == 0, r.stderr
+
+
+def test_user_ep_connects_to_the_kernel_echo_service(echo, rdma):
+    port = next_port()
+    echo(listen_port=port)
+    with Kdat() as k:
+        ia = k.ia_open("kdat0")
+        evd = k.evd_create(ia, 16)
+        ep = k.ep_create(ia, evd)
+        k.ep_connect(ep, ipv4(rdma["KDAT_TEST_ADDR"]), port, 5_000_000, private_data=b"ping")
+        ev = k.expect_event(evd, "CONNECTION_EVENT_ESTABLISHED")
+        assert ev.private_data == b"echo:ping"
+        assert k.ep_state(ep) == "CONNECTED"
+        wait_param("accepted", "1")
+        wait_param("established", "1")
+        k.ep_disconnect(ep)
+        k.expect_event(evd, "CONNECTION_EVENT_DISCONNECTED")
+        # the kernel side sees the peer go and frees its EP
+        wait_param("disconnected", "1")
+
+
+def test_unloading_the_kernel_consumer_disconnects_its_peers(echo, rdma):
+    port = next_port()
+    echo(listen_port=port)
+    with Kdat() as k:
+        ia = k.ia_open("kdat0")
+        evd = k.evd_create(ia, 16)
+        ep = k.ep_create(ia, evd)
+        k.ep_connect(ep, ipv4(rdma["KDAT_TEST_ADDR"]), port, 5_000_000)
+        k.expect_event(evd, "CONNECTION_EVENT_ESTABLISHED")
+        # a kernel consumer holds kdat: kdat cannot go first
+        assert guest.unload_module("kdat").returncode != 0
+        assert guest.unload_module("kdat_echo").returncode == 0
+        k.expect_event(evd, "CONNECTION_EVENT_DISCONNECTED")
+        assert k.ep_state(ep) == "DISCONNECTED"
+
+
+def test_kernel_ep_connects_to_a_user_psp(echo, rdma):
+    port = next_port()
+    with Kdat() as k:
+        ia = k.ia_open("kdat0")
+        evd = k.evd_create(ia, 16)
+        crevd = k.evd_create(ia, 16, flags=guest.UAPI.consts["KDAT_EVD_CR"])
+        k.psp_create(ia, crevd, port)
+        echo(connect_addr=rdma["KDAT_TEST_ADDR"], connect_port=port, pdata="fromkernel")
+        req = k.expect_event(crevd, "CONNECTION_REQUEST_EVENT")
+        cr = k.cr_query(req.cr)
+        assert bytes(cr.private_data)[:cr.private_data_size] == b"fromkernel"
+        ep = k.ep_create(ia, evd)
+        k.cr_accept(req.cr, ep, private_data=b"fromuser")
+        k.expect_event(evd, "CONNECTION_EVENT_ESTABLISHED")
+        wait_param("established", "1")
+        assert param("peer_pdata") == "fromuser"
+        # the kernel client disconnects gracefully once established
+        k.expect_event(evd, "CONNECTION_EVENT_DISCONNECTED")
+        wait_param("disconnected", "1")
+
+
+def test_kernel_ep_sees_a_user_reject_with_its_private_data(echo, rdma):
+    port = next_port()
+    with Kdat() as k:
+        ia = k.ia_open("kdat0")
+        crevd = k.evd_create(ia, 16, flags=guest.UAPI.consts["KDAT_EVD_CR"])
+        k.psp_create(ia, crevd, port)
+        echo(connect_addr=rdma["KDAT_TEST_ADDR"], connect_port=port)
+        req = k.expect_event(crevd, "CONNECTION_REQUEST_EVENT")
+        k.cr_reject(req.cr, private_data=b"go away")
+        wait_param("rejected", "1")
+        assert param("last_event") == "PEER_REJECTED"
+        assert param("peer_pdata") == "go away"
