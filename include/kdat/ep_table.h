@@ -231,15 +231,18 @@ static inline struct kdat_ep_step kdat_ep_lookup(unsigned int state, unsigned in
 {
 	struct kdat_ep_step step;
 
-	switch (state * KDAT_EP_STIM_COUNT + stimulus) {
+#define KDAT_EP_KEY_(st, stim) \
+	((unsigned int)(st) * (unsigned int)KDAT_EP_STIM_COUNT + (unsigned int)(stim))
+	switch (KDAT_EP_KEY_(state, stimulus)) {
 #define KDAT_EP_RULE_CASE_(st, stim, act, nxt, ev) \
-	case KDAT_EP_##st * KDAT_EP_STIM_COUNT + KDAT_EP_STIM_##stim: \
+	case KDAT_EP_KEY_(KDAT_EP_##st, KDAT_EP_STIM_##stim): \
 		step.action = KDAT_EP_##act; \
 		step.next = KDAT_EP_##nxt; \
 		step.event = KDAT_EP_EVENT_##ev; \
 		return step;
 	KDAT_EP_RULES(KDAT_EP_RULE_CASE_)
 #undef KDAT_EP_RULE_CASE_
+#undef KDAT_EP_KEY_
 	default:
 		break;
 	}
