@@ -35,7 +35,7 @@
  */
 #define KDAT_PDATA_MAGIC	0xda
 #define KDAT_PDATA_VERSION	1
-#define KDAT_PDATA_HDR		4
+#define KDAT_PDATA_HDR		KDAT_PRIVATE_DATA_HEADER
 #define KDAT_IB_CONNECT_PDATA	(IB_CM_REQ_PRIVATE_DATA_SIZE - 36 - KDAT_PDATA_HDR)
 #define KDAT_IB_ACCEPT_PDATA	(IB_CM_REP_PRIVATE_DATA_SIZE - KDAT_PDATA_HDR)
 #define KDAT_IB_REJECT_PDATA	(IB_CM_REJ_PRIVATE_DATA_SIZE - KDAT_PDATA_HDR)
@@ -937,9 +937,13 @@ static void kdat_ep_abort_wire(struct kdat_ep *ep)
 	kdat_qp_set(ep, IB_QPS_ERR);
 }
 
+static struct rdma_cm_id *kdat_orphan_adopt(struct rdma_cm_id *id);
+
 /* Caller holds ctx->lock; returns the id to destroy after unlocking. */
 static struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep)
 {
+	struct rdma_cm_id *id;
+
 	kdat_ep_abort_wire(ep);
 	kdat_obj_unlink(&ep->obj);
 	list_del_init(&ep->ia_node);
@@ -948,7 +952,14 @@ static struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep)
 		kdat_obj_put(&ep->obj);
 	}
 	ep->rsp = NULL;
-	return kdat_ep_detach_id(ep);
+	id = kdat_ep_detach_id(ep);
+	if (id && ep->state == KDAT_EP_COMPLETION_PENDING) {
+		/* accepted but not yet established: close it properly later */
+		id = kdat_orphan_adopt(id);
+		if (!id)
+			kdat_obj_put(&ep->obj);
+	}
+	return id;
 }
 
 /* After kdat_ep_kill() and dropping ctx->lock: release IB resources and references. */
@@ -1345,9 +1356,15 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 			kdat_qp_set(ep, IB_QPS_ERR);
 		break;
 	case KDAT_EP_ACTIVE_CONNECTION_PENDING:
-	case KDAT_EP_COMPLETION_PENDING:
 		/* Abort establishment: the id goes, the peer sees a REJ; receives flush. */
 		id = kdat_ep_detach_id(ep);
+		kdat_qp_set(ep, IB_QPS_ERR);
+		break;
+	case KDAT_EP_COMPLETION_PENDING:
+		/* We accepted: the requester may be connected already. */
+		id = kdat_orphan_adopt(kdat_ep_detach_id(ep));
+		if (!id)
+			kdat_obj_put(&ep->obj);	/* the id's reference went with it */
 		kdat_qp_set(ep, IB_QPS_ERR);
 		break;
 	default:
@@ -1745,6 +1762,100 @@ kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *pdata, s32 pdata_size)
 	return KDAT_DAT_SUCCESS;
 }
 
+/* ---- orphaned ids: a half-made connection we walked away from ------------------ */
+
+/*
+ * An EP left COMPLETION_PENDING (disconnect, free) after it accepted: the
+ * requester may already believe it is connected, and a REJ from us no longer
+ * reaches it once it sent its RTU.  So the id lives on, owned by an orphan,
+ * until the connection can be closed properly: on ESTABLISHED it sends a
+ * DREQ; once rdma_cm reports the end (DISCONNECTED, REJECTED, errors) the id
+ * is destroyed.  Module exit and device removal reap what is left.
+ */
+struct kdat_orphan {
+	struct kdat_obj obj;		/* only .type: KDAT_OBJ_ORPHAN */
+	struct list_head node;
+	struct rdma_cm_id *id;
+	bool reaping;			/* kdat_orphans_reap() destroys it */
+};
+
+static LIST_HEAD(kdat_orphans);
+static DEFINE_MUTEX(kdat_orphans_lock);
+
+/*
+ * Caller holds ctx->lock and has detached id from its EP.  Returns the id if
+ * it could not be adopted (no memory): the caller destroys it.
+ */
+static struct rdma_cm_id *kdat_orphan_adopt(struct rdma_cm_id *id)
+{
+	struct kdat_orphan *o;
+
+	if (!id)
+		return NULL;
+	o = kzalloc(sizeof(*o), GFP_KERNEL);
+	if (!o)
+		return id;
+	o->obj.type = KDAT_OBJ_ORPHAN;
+	o->id = id;
+	mutex_lock(&kdat_orphans_lock);
+	list_add_tail(&o->node, &kdat_orphans);
+	mutex_unlock(&kdat_orphans_lock);
+	/* a handler running for this id re-reads the context and lands here */
+	id->context = o;
+	return NULL;
+}
+
+static int kdat_orphan_event(struct kdat_orphan *o, struct rdma_cm_id *id,
+			     struct rdma_cm_event *ev)
+{
+	bool done;
+
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ESTABLISHED:
+		rdma_disconnect(id);	/* DREQ: the peer sees DISCONNECTED */
+		return 0;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		rdma_disconnect(id);	/* DREP, if the peer closed first */
+		fallthrough;
+	case RDMA_CM_EVENT_REJECTED:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		mutex_lock(&kdat_orphans_lock);
+		done = !o->reaping;
+		if (done)
+			list_del(&o->node);
+		mutex_unlock(&kdat_orphans_lock);
+		if (!done)
+			return 0;
+		kfree(o);
+		return 1;	/* rdma_cm destroys the id */
+	default:
+		return 0;
+	}
+}
+
+/* Destroys the orphans on ibdev (all of them if NULL). */
+void kdat_orphans_reap(struct ib_device *ibdev)
+{
+	struct kdat_orphan *o, *tmp;
+	LIST_HEAD(reap);
+
+	mutex_lock(&kdat_orphans_lock);
+	list_for_each_entry_safe(o, tmp, &kdat_orphans, node) {
+		if (!ibdev || o->id->device == ibdev) {
+			o->reaping = true;
+			list_move(&o->node, &reap);
+		}
+	}
+	mutex_unlock(&kdat_orphans_lock);
+	list_for_each_entry_safe(o, tmp, &reap, node) {
+		rdma_destroy_id(o->id);
+		kfree(o);
+	}
+}
+
 /* ---- the rdma_cm event handler ----------------------------------------------------------- */
 
 /* Which object an id's context is; every context starts with its struct kdat_obj. */
@@ -1818,8 +1929,13 @@ static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
 	kdat_obj_get_ref(&cr->obj);	/* the id's */
 	id->context = cr;
 	list_add_tail(&cr->ia_node, &ia->crs);
-	cr->remote_ird = ev->param.conn.responder_resources;
-	cr->remote_ord = ev->param.conn.initiator_depth;
+	/*
+	 * ib_cm hands the REQ's fields over from our side's point of view
+	 * (its responder_resources is the requester's initiator depth), so
+	 * swap back: the CR reports the requester's own IRD and ORD.
+	 */
+	cr->remote_ird = ev->param.conn.initiator_depth;
+	cr->remote_ord = ev->param.conn.responder_resources;
 	len = kdat_pdata_unwrap(ev->param.conn.private_data, ev->param.conn.private_data_len,
 				&pdata);
 	memcpy(cr->private_data, pdata, len);
@@ -1860,9 +1976,13 @@ static void kdat_cm_active_response(struct kdat_ep *ep, struct rdma_cm_id *id,
 	u32 len;
 	int err;
 
-	/* REP carries what the peer granted: its IRD bounds our ORD and back. */
-	ep->ord = min_t(u32, ep->attr.max_rdma_read_out, c->responder_resources);
-	ep->ird = min_t(u32, ep->attr.max_rdma_read_in, c->initiator_depth);
+	/*
+	 * The REP, seen from our side (ib_cm swaps its fields): initiator_depth
+	 * is the acceptor's IRD, which bounds our ORD; responder_resources is
+	 * its ORD, which our IRD must cover.
+	 */
+	ep->ord = min_t(u32, ep->attr.max_rdma_read_out, c->initiator_depth);
+	ep->ird = min_t(u32, ep->attr.max_rdma_read_in, c->responder_resources);
 	err = kdat_qp_modify_cm(ep, id, IB_QPS_RTR);
 	if (!err)
 		err = kdat_qp_modify_cm(ep, id, IB_QPS_RTS);
@@ -1913,9 +2033,15 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 
 	mutex_lock(&ctx->lock);
 	if (ep->obj.dead || ep->cm_id != id) {
-		/* Stale: the EP moved on (timeout, abort, free); its owner destroys the id. */
+		/*
+		 * Stale: the EP moved on (timeout, abort, free) and whoever took
+		 * the id destroys it -- or an orphan adopted it while we waited
+		 * for the lock: then the event is the orphan's.
+		 */
+		bool adopted = id->context != ep;
+
 		mutex_unlock(&ctx->lock);
-		return 0;
+		return adopted ? kdat_cm_handler(id, ev) : 0;
 	}
 	before = ep->state;
 	switch (ev->event) {
@@ -1993,6 +2119,8 @@ static int kdat_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	switch (obj->type) {
 	case KDAT_OBJ_EP:
 		return kdat_cm_ep_event((struct kdat_ep *)obj, id, ev);
+	case KDAT_OBJ_ORPHAN:
+		return kdat_orphan_event((struct kdat_orphan *)obj, id, ev);
 	case KDAT_OBJ_SP:
 		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
 			return kdat_cm_request((struct kdat_sp *)obj, id, ev);

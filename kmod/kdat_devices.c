@@ -59,6 +59,7 @@ static void kdat_ib_remove(struct ib_device *ibdev, void *client_data)
 		kdat_obj_put(&ias[i]->obj);
 	}
 	kfree(ias);
+	kdat_orphans_reap(ibdev);
 	kfree(dev);
 }
 

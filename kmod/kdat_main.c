@@ -70,6 +70,7 @@ err_wq:
 static void __exit kdat_exit(void)
 {
 	misc_deregister(&kdat_misc);
+	kdat_orphans_reap(NULL);
 	kdat_devices_exit();
 	/* every file and kernel IA is gone (module refcount); let releases finish */
 	destroy_workqueue(kdat_wq);

@@ -36,6 +36,7 @@ enum kdat_obj_type {
 	KDAT_OBJ_EP,
 	KDAT_OBJ_SP,
 	KDAT_OBJ_CR,
+	KDAT_OBJ_ORPHAN,	/* an id left behind by an EP (kdat_core.c) */
 };
 
 struct kdat_ctx;
@@ -172,6 +173,7 @@ void kdat_ctx_destroy(struct kdat_ctx *ctx);
 kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name,
 			   struct kdat_ia **ia);
 void kdat_ia_device_removed(struct kdat_ia *ia);
+void kdat_orphans_reap(struct ib_device *ibdev);
 struct kdat_obj *kdat_obj_get(struct kdat_ctx *ctx, u32 handle,
 			      enum kdat_obj_type type);
 void kdat_obj_put(struct kdat_obj *obj);

@@ -39,6 +39,14 @@
 #define KDAT_NAME_MAX		64
 /* Room for private data in every struct; the IA reports the real limits. */
 #define KDAT_PRIVATE_DATA_MAX	256
+/*
+ * kdat's header in front of the consumer's private data on the wire (magic,
+ * version, length, 0): the IB CM's private data fields have no length, so
+ * this is what delivers exactly the bytes sent.  The limits ia_query reports
+ * are the transport's fields minus this (and minus rdma_cm's own header in a
+ * connect request).
+ */
+#define KDAT_PRIVATE_DATA_HEADER 4
 
 /* Address families in struct kdat_addr (the Linux AF_ values). */
 #define KDAT_AF_INET		2
@@ -99,7 +107,7 @@ struct kdat_ia_query {
 	__u32 max_evd_qlen;
 	__u32 max_dtos;				/* out: per work queue */
 	__u32 max_iov;
-	__u32 supported_qos;			/* out: DAT_QOS_* bits honoured */
+	__u32 supported_qos;			/* out: DAT_QOS_* bits honoured; 0 = best effort only */
 };
 
 /* ---- Event dispatcher -------------------------------------------------------- */
@@ -274,7 +282,12 @@ struct kdat_ep_disconnect {
 
 /* psp_create flags (DAT_PSP_FLAGS) */
 #define KDAT_PSP_CONSUMER	0u	/* the consumer brings the EP to accept on */
-#define KDAT_PSP_PROVIDER	1u	/* kdat creates an EP per request, TENTATIVE_CONNECTION_PENDING */
+/*
+ * kdat creates an EP per request, in TENTATIVE_CONNECTION_PENDING, with
+ * default attributes and the PSP's EVD as its connect EVD; the CR event and
+ * cr_query name it.  A reject frees it.
+ */
+#define KDAT_PSP_PROVIDER	1u
 
 struct kdat_psp_create {
 	__u32 size;
@@ -326,8 +339,8 @@ struct kdat_cr_query {
 	__u32 cr;
 	__u32 sp;		/* out: the PSP or RSP it arrived on */
 	__u32 ep;		/* out: the EP the CR names (RSP, provider PSP), else 0 */
-	__u32 remote_rdma_read_in;  /* out: the requester's offer (responder_resources) */
-	__u32 remote_rdma_read_out; /* out: (initiator_depth) */
+	__u32 remote_rdma_read_in;  /* out: the requester's own max_rdma_read_in (IRD) */
+	__u32 remote_rdma_read_out; /* out: the requester's own max_rdma_read_out (ORD) */
 	__u32 private_data_size;    /* out */
 	struct kdat_addr remote_addr; /* out: the remote IA address and port qualifier */
 	struct kdat_addr local_addr;  /* out: with the connection qualifier */

@@ -1,0 +1,235 @@
+"""A hostile caller of /dev/kdat: wrong sizes, reserved bits, unknown commands, bad pointers, bad
+handles and random buffers.  The ioctl must fail cleanly (errno) or return a DAT status, and the
+kernel log must stay clean (the kernel_log fixture)."""
+import ctypes
+import random
+import zlib
+import types
+
+import pytest
+
+from kdat_harness.dat import (COMMANDS, DAT, TYPE_NAME, Kdat, host_addr, kd, kdat_files,  # noqa: F401
+                              next_port, side, wait_cr)
+from kdat_harness.guest import UAPI, errno
+
+C = UAPI.consts
+T = 5_000_000
+ALL = sorted(COMMANDS)
+WITH_STATUS = [c for c in ALL if "status" in dict(UAPI.structs[COMMANDS[c][0]]._fields_)]
+
+
+def _ioc(dirn, size, nr, magic=None):
+    return (dirn << 30) | (size << 16) | ((C["KDAT_IOC_MAGIC"] if magic is None else magic) << 8) | nr
+
+
+# ---- the ioctl itself fails -------------------------------------------------------------------
+
+@pytest.mark.parametrize("delta", ["zero", "minus1", "plus1", "huge"])
+@pytest.mark.parametrize("cmd", ALL)
+def test_wrong_size_field_is_einval(kd, cmd, delta):
+    s = Kdat.new(cmd)
+    s.size = {"zero": 0, "minus1": s.size - 1, "plus1": s.size + 1, "huge": 0xFFFFFFFF}[delta]
+    assert kd.ioctl_errno(cmd, s) == errno.EINVAL
+
+
+def _reserved_fields(cmd):
+    return [f for f, _ in UAPI.structs[COMMANDS[cmd][0]]._fields_ if f == "reserved"]
+
+
+@pytest.mark.parametrize("cmd", [c for c in ALL if _reserved_fields(c)])
+def test_reserved_field_set_is_einval(kd, cmd):
+    s = Kdat.new(cmd)
+    r = getattr(s, "reserved")
+    if isinstance(r, ctypes.Array):
+        r[len(r) - 1] = 1
+    else:
+        s.reserved = 1 << 31
+    assert kd.ioctl_errno(cmd, s) == errno.EINVAL
+
+
+@pytest.mark.parametrize("cmd", ["ep_create", "ep_modify"])
+def test_reserved_bytes_of_an_input_ep_attr_are_einval(kd, rdma, cmd):
+    ia = kd.ia_open(host_addr())
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    ep = kd.ep_create(ia, evd)
+    s = Kdat.new(cmd, ia=ia, connect_evd=evd) if cmd == "ep_create" else Kdat.new(cmd, ep=ep, mask=0)
+    s.attr.reserved[2] = 0x5A
+    assert kd.ioctl_errno(cmd, s) == errno.EINVAL
+
+
+@pytest.mark.parametrize("cmd", ALL)
+def test_null_pointer_is_efault(kd, cmd):
+    assert kd.ioctl_errno(cmd, None) == errno.EFAULT
+
+
+def test_unknown_commands_are_enotty(kd):
+    known = set(UAPI.ioctls.values())
+    s = Kdat.new("ia_open")
+    size = ctypes.sizeof(s)
+    ia_open = UAPI.ioctls["KDAT_IOC_IA_OPEN"]
+    nr = ia_open & 0xFF
+    cases = [_ioc(3, size, 0xFE), _ioc(3, size, 0x05), _ioc(3, size, 0x44),
+             _ioc(3, size, nr, magic=0xDB),                   # another magic
+             _ioc(3, size + 8, nr), _ioc(3, size - 8, nr),    # the size encoded in the number
+             _ioc(1, size, nr), _ioc(2, size, nr), _ioc(0, 0, nr)]  # the direction
+    for cmd in cases:
+        assert cmd not in known
+        assert kd.ioctl_errno(cmd, Kdat.new("ia_open", name="kdat0")) == errno.ENOTTY, hex(cmd)
+
+
+# ---- bad handles: a DAT status -----------------------------------------------------------------
+
+# Which handle type each handle field of each command takes.
+HANDLE_FIELDS = {
+    "ia_close": {"ia": "ia"}, "ia_query": {"ia": "ia"}, "evd_create": {"ia": "ia"},
+    "evd_free": {"evd": "evd"}, "evd_wait": {"evd": "evd"}, "evd_dequeue": {"evd": "evd"},
+    "ep_create": {"ia": "ia", "connect_evd": "evd", "request_evd": "evd", "recv_evd": "evd"},
+    "ep_free": {"ep": "ep"}, "ep_query": {"ep": "ep"}, "ep_modify": {"ep": "ep"}, "ep_reset": {"ep": "ep"},
+    "ep_connect": {"ep": "ep"}, "ep_dup_connect": {"ep": "ep", "dup_ep": "ep"},
+    "ep_disconnect": {"ep": "ep"}, "psp_create": {"ia": "ia", "evd": "evd"}, "psp_free": {"psp": "psp"},
+    "psp_query": {"psp": "psp"}, "rsp_create": {"ia": "ia", "ep": "ep", "evd": "evd"},
+    "rsp_free": {"rsp": "rsp"}, "cr_query": {"cr": "cr"}, "cr_accept": {"cr": "cr", "ep": "ep"},
+    "cr_reject": {"cr": "cr"},
+}
+
+
+@pytest.fixture
+def ctx(kd, rdma):
+    """One file with live objects of every type, a pending CR, and freed handles of every type."""
+    k = kd
+    s = side(k)
+    port = next_port()
+    psp = k.psp_create(s.ia, s.crevd, port)
+    ep = s.ep()
+    active = s.ep()
+    k.ep_connect(active, host_addr(), port, 120_000_000)   # stays pending for the whole test
+    cr = wait_cr(s).cr
+    rsp_ep = s.ep()
+    rsp = k.rsp_create(s.ia, rsp_ep, next_port(), s.crevd)
+    live = {"ia": {s.ia}, "evd": {s.evd, s.crevd}, "ep": {ep, active, rsp_ep}, "psp": {psp},
+            "rsp": {rsp}, "cr": {cr}}
+    # freed ones last, so that no later allocation can reuse their numbers
+    ia2 = k.ia_open(host_addr())
+    evd2 = k.evd_create(s.ia, 4)
+    ep2 = s.ep()
+    psp2 = k.psp_create(s.ia, s.crevd, next_port())
+    ep3 = s.ep()
+    rsp2 = k.rsp_create(s.ia, ep3, next_port(), s.crevd)
+    k.rsp_free(rsp2)
+    k.ep_free(ep3)
+    k.psp_free(psp2)
+    k.ep_free(ep2)
+    k.evd_free(evd2)
+    k.ia_close(ia2)
+    freed = {"ia": ia2, "evd": evd2, "ep": ep2, "psp": psp2, "rsp": rsp2}
+    base = {
+        "ia_close": {"ia": s.ia}, "ia_query": {"ia": s.ia},
+        "evd_create": {"ia": s.ia, "qlen": 4, "flags": Kdat.EVD_ALL},
+        "evd_free": {"evd": s.evd}, "evd_wait": {"evd": s.evd, "timeout_us": 1000, "threshold": 1},
+        "evd_dequeue": {"evd": s.evd},
+        "ep_create": {"ia": s.ia, "connect_evd": s.evd},
+        "ep_free": {"ep": ep}, "ep_query": {"ep": ep}, "ep_modify": {"ep": ep, "mask": 0},
+        "ep_reset": {"ep": ep},
+        "ep_connect": {"ep": ep, "remote_addr": host_addr(), "conn_qual": next_port(), "timeout_us": T},
+        "ep_dup_connect": {"ep": ep, "dup_ep": ep, "timeout_us": T},
+        "ep_disconnect": {"ep": ep}, "psp_create": {"ia": s.ia, "evd": s.crevd, "conn_qual": next_port()},
+        "psp_free": {"psp": psp}, "psp_query": {"psp": psp},
+        "rsp_create": {"ia": s.ia, "ep": ep, "evd": s.crevd, "conn_qual": next_port()},
+        "rsp_free": {"rsp": rsp}, "cr_query": {"cr": cr}, "cr_accept": {"cr": cr, "ep": ep},
+        "cr_reject": {"cr": cr},
+    }
+    return types.SimpleNamespace(k=k, s=s, live=live, freed=freed, base=base, ep=ep, active=active,
+                                 cr=cr, psp=psp)
+
+
+def _bad_values(ctx, cmd, htype, fld):
+    vals = {"12345": 12345, "max": 0xFFFFFFFF}
+    if (cmd, fld) not in (("ep_create", "request_evd"), ("ep_create", "recv_evd"), ("cr_accept", "ep")):
+        # 0 means "none" / "the EP the CR names" there
+        vals["zero"] = 0
+    if htype in ctx.freed and ctx.freed[htype] not in ctx.live[htype]:
+        vals["freed"] = ctx.freed[htype]
+    for other, hs in ctx.live.items():
+        if other == htype:
+            continue
+        for h in sorted(hs):
+            if h not in ctx.live[htype]:
+                vals["wrong-type-" + other] = h
+                break
+    return vals
+
+
+@pytest.mark.parametrize("cmd,fld", [(c, f) for c in sorted(HANDLE_FIELDS) for f in HANDLE_FIELDS[c]])
+def test_bad_handles_are_invalid_handle_and_change_nothing(ctx, cmd, fld):
+    k = ctx.k
+    htype = HANDLE_FIELDS[cmd][fld]
+    for what, val in _bad_values(ctx, cmd, htype, fld).items():
+        fields = dict(ctx.base[cmd])
+        fields[fld] = val
+        r = k.call(cmd, **fields)
+        assert r.status & DAT["DAT_TYPE_MASK"] == DAT["DAT_INVALID_HANDLE"], \
+            f"{cmd}.{fld}={val} ({what}): {TYPE_NAME.get(r.status & DAT['DAT_TYPE_MASK'], hex(r.status))}"
+    # nothing was disturbed: the live objects are all still there and as they were
+    assert k.ep_state(ctx.ep) == "UNCONNECTED"
+    assert k.ep_state(ctx.active) == "ACTIVE_CONNECTION_PENDING"
+    assert k.cr_query(ctx.cr).sp == ctx.psp
+    k.ia_query(ctx.s.ia)
+    k.expect_no_event(ctx.s.evd, 1000)
+
+
+# ---- random buffers -----------------------------------------------------------------------------
+
+def _fuzz_struct(rng, cmd, handles_max):
+    cls = UAPI.structs[COMMANDS[cmd][0]]
+    n = ctypes.sizeof(cls)
+    s = cls.from_buffer_copy(bytes(rng.getrandbits(8) for _ in range(n)))
+    s.size = n
+    fields = dict(cls._fields_)
+    if rng.random() < 0.7 and "reserved" in fields:
+        r = s.reserved
+        if isinstance(r, ctypes.Array):
+            for i in range(len(r)):
+                r[i] = 0
+        else:
+            s.reserved = 0
+    if rng.random() < 0.7:
+        for f in HANDLE_FIELDS.get(cmd, {}):
+            setattr(s, f, rng.randrange(0, handles_max))
+    if "timeout_us" in fields:
+        s.timeout_us = rng.randrange(0, 3000)      # keep every wait short
+    if "attr" in fields and rng.random() < 0.7:
+        for i in range(len(s.attr.reserved)):
+            s.attr.reserved[i] = 0
+    if "private_data_size" in fields and rng.random() < 0.5:
+        s.private_data_size = rng.randrange(-2, 300)
+    return s
+
+
+@pytest.mark.parametrize("cmd", ALL)
+def test_random_buffers_do_not_hurt_the_kernel(kd, rdma, cmd):
+    rng = random.Random(zlib.crc32(cmd.encode()))
+    s = side(kd)
+    port = next_port()
+    kd.psp_create(s.ia, s.crevd, port)
+    for _ in range(3):
+        s.ep()
+    for i in range(150):
+        req = _fuzz_struct(rng, cmd, 12)
+        try:
+            r = kd.ioctl(cmd, req)
+        except OSError as e:
+            assert e.errno == errno.EINVAL, (cmd, i, e)
+            continue
+        if hasattr(r, "status"):
+            assert r.status & DAT["DAT_TYPE_MASK"] in TYPE_NAME, (cmd, i, hex(r.status))
+    # the file still works
+    if cmd != "ia_close":
+        assert kd.ia_query(s.ia).device_name.startswith("rxe")
+    assert kd.version().abi_version == UAPI.consts["KDAT_ABI_VERSION"]
+
+
+def test_the_module_still_connects_after_the_fuzzing(kdat_files, rdma):
+    from kdat_harness.dat import connect_pair
+    a, b = side(kdat_files()), side(kdat_files())
+    p = connect_pair(a, b, client_pd=b"alive", accept_pd=b"yes")
+    assert p.cev.private_data == b"yes" and p.cr.private_data == b"alive"
