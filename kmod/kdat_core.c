@@ -209,7 +209,7 @@ void kdat_event_put_refs(struct kdat_event_info *info)
  * Queue an event.  Never drops one silently: if memory for it cannot be had,
  * the EVD counts it and the next wait/dequeue reports DAT_QUEUE_FULL.
  */
-static void kdat_evd_post(struct kdat_evd *evd, const struct kdat_event_info *info)
+void kdat_evd_post(struct kdat_evd *evd, const struct kdat_event_info *info)
 {
 	struct kdat_qevent *qe;
 	unsigned long flags;
@@ -322,6 +322,25 @@ static void kdat_qp_set(struct kdat_ep *ep, enum ib_qp_state state)
 		ib_modify_qp(ep->qp, &attr, IB_QP_STATE);
 }
 
+/*
+ * RESET -> INIT on the IA's port, so receives can be posted before any
+ * connection exists; connect and accept refine it (INIT -> INIT) from the
+ * cm id's attributes, keeping what was posted.
+ */
+static int kdat_qp_init(struct kdat_ep *ep)
+{
+	struct ib_qp_attr attr = {
+		.qp_state = IB_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = ep->ia->port_num,
+		.qp_access_flags = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+				   IB_ACCESS_REMOTE_READ,
+	};
+
+	return ib_modify_qp(ep->qp, &attr, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT |
+			    IB_QP_ACCESS_FLAGS);
+}
+
 /* ---- addresses ---------------------------------------------------------------------- */
 
 static void kdat_sockaddr_copy(struct sockaddr_storage *dst, const struct sockaddr *src)
@@ -403,6 +422,8 @@ kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, struct kdat_i
 	INIT_LIST_HEAD(&ia->eps);
 	INIT_LIST_HEAD(&ia->sps);
 	INIT_LIST_HEAD(&ia->crs);
+	INIT_LIST_HEAD(&ia->lmrs);
+	INIT_LIST_HEAD(&ia->rmrs);
 	INIT_LIST_HEAD(&ia->dev_node);
 
 	if (kdat_name_to_addr(name, &ia->addr, ia->netdev_name)) {
@@ -727,7 +748,8 @@ static int kdat_ep_alloc_qp(struct kdat_ep *ep)
 	struct ib_qp_init_attr init = {};
 	const struct kdat_ep_attr *a = &ep->attr;
 
-	ep->cq = ib_alloc_cq(ia->ibdev, ep, a->max_recv_dtos + a->max_request_dtos + 1,
+	/* one extra slot per queue for ib_drain_qp()'s marker requests */
+	ep->cq = ib_alloc_cq(ia->ibdev, ep, a->max_recv_dtos + a->max_request_dtos + 2,
 			     0, IB_POLL_WORKQUEUE);
 	if (IS_ERR(ep->cq)) {
 		ep->cq = NULL;
@@ -737,8 +759,8 @@ static int kdat_ep_alloc_qp(struct kdat_ep *ep)
 	init.qp_context = ep;
 	init.send_cq = ep->cq;
 	init.recv_cq = ep->cq;
-	init.cap.max_send_wr = a->max_request_dtos;
-	init.cap.max_recv_wr = a->max_recv_dtos;
+	init.cap.max_send_wr = a->max_request_dtos + 1;
+	init.cap.max_recv_wr = a->max_recv_dtos + 1;
 	init.cap.max_send_sge = a->max_request_iov;
 	init.cap.max_recv_sge = a->max_recv_iov;
 	init.sq_sig_type = IB_SIGNAL_REQ_WR;
@@ -752,6 +774,8 @@ static int kdat_ep_alloc_qp(struct kdat_ep *ep)
 	}
 	return 0;
 }
+
+static void kdat_ep_free_qp(struct kdat_ep *ep);
 
 static struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr *attr,
 				   kdat_ret_t *ret)
@@ -776,6 +800,12 @@ static struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr
 		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
 		return NULL;
 	}
+	if (kdat_ep_dto_init(ep) || kdat_qp_init(ep)) {
+		kdat_ep_free_qp(ep);
+		kfree(ep);
+		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+		return NULL;
+	}
 	return ep;
 }
 
@@ -784,9 +814,17 @@ static void kdat_ep_free_qp(struct kdat_ep *ep)
 	if (ep->qp)
 		ib_destroy_qp(ep->qp);
 	if (ep->cq)
-		ib_free_cq(ep->cq);
+		ib_free_cq(ep->cq);	/* waits for completion processing */
 	ep->qp = NULL;
 	ep->cq = NULL;
+}
+
+/* An EP that never got linked: everything it allocated. */
+static void kdat_ep_discard(struct kdat_ep *ep)
+{
+	kdat_ep_free_qp(ep);
+	kdat_ep_dto_exit(ep);
+	kfree(ep);
 }
 
 static void kdat_evd_use(struct kdat_evd *evd)
@@ -860,8 +898,7 @@ kdat_ret_t kdat_ep_create(struct kdat_ia *ia, struct kdat_evd *conn,
 		ret = kdat_ep_link(ep, conn, req, recv);
 	mutex_unlock(&ctx->lock);
 	if (ret) {
-		kdat_ep_free_qp(ep);
-		kfree(ep);
+		kdat_ep_discard(ep);
 		return ret;
 	}
 	*out = ep;
@@ -968,6 +1005,10 @@ static void kdat_ep_finish(struct kdat_ep *ep, struct rdma_cm_id *id)
 	struct kdat_ctx *ctx = ep->obj.ctx;
 
 	kdat_ep_destroy_id(ep, id);
+	cancel_work_sync(&ep->graceful_work);
+	/* No completion can run after this: only then may the EVDs go. */
+	kdat_ep_free_qp(ep);
+	kdat_ep_dto_exit(ep);
 	mutex_lock(&ctx->lock);
 	kdat_evd_unuse(ep->connect_evd);
 	kdat_evd_unuse(ep->request_evd);
@@ -976,7 +1017,6 @@ static void kdat_ep_finish(struct kdat_ep *ep, struct rdma_cm_id *id)
 	ep->request_evd = NULL;
 	ep->recv_evd = NULL;
 	mutex_unlock(&ctx->lock);
-	kdat_ep_free_qp(ep);
 	kdat_obj_put(&ep->ia->obj);
 	kdat_obj_put(&ep->obj);		/* the handle table's */
 }
@@ -1081,7 +1121,12 @@ kdat_ret_t kdat_ep_reset(struct kdat_ep *ep)
 		ret = kdat_ep_check(ep, KDAT_EP_STIM_RESET);
 		if (!ret) {
 			id = kdat_ep_detach_id(ep);
+			/* every posted request completes (flushed) before the QP forgets it */
+			if (ep->state == KDAT_EP_DISCONNECTED)
+				kdat_ep_flush(ep);
 			kdat_qp_set(ep, IB_QPS_RESET);
+			kdat_qp_init(ep);
+			ep->graceful_pending = false;
 			ep->active = false;
 			ep->ird = 0;
 			ep->ord = 0;
@@ -1181,7 +1226,6 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 	}
 	ep->cm_id = id;
 	ep->active = true;
-	kdat_qp_set(ep, IB_QPS_RESET);
 	if (timer) {
 		timer->ep = ep;
 		kdat_obj_get_ref(&ep->obj);	/* the timer's */
@@ -1341,19 +1385,32 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 	old = ep->state;
 	switch (old) {
 	case KDAT_EP_CONNECTED:
+		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT) {
+			/* outstanding requests complete as flushed, before DISCONNECTED */
+			if (ep->cm_id)
+				rdma_disconnect(ep->cm_id);
+			kdat_ep_flush(ep);
+			break;
+		}
 		/*
-		 * Graceful: no requests are in flight on the connection-only
-		 * QP, so the DREQ goes out now and DISCONNECT_PENDING lasts
-		 * until the peer's DREP (or the CM's DREQ timeout).
+		 * Graceful: requests in flight complete first (DISCONNECT_PENDING);
+		 * the last completion sends the DREQ, and the peer's DREP (or the
+		 * CM's DREQ timeout) ends it with DISCONNECTED.
 		 */
-		if (ep->cm_id)
-			rdma_disconnect(ep->cm_id);
-		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT)
-			kdat_qp_set(ep, IB_QPS_ERR);
+		ep->graceful_pending = true;
+		if (kdat_ep_graceful_ready(ep)) {
+			ep->graceful_pending = false;
+			if (ep->cm_id)
+				rdma_disconnect(ep->cm_id);
+		}
 		break;
 	case KDAT_EP_DISCONNECT_PENDING:
-		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT)
-			kdat_qp_set(ep, IB_QPS_ERR);
+		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT) {
+			ep->graceful_pending = false;
+			if (ep->cm_id)
+				rdma_disconnect(ep->cm_id);
+			kdat_ep_flush(ep);
+		}
 		break;
 	case KDAT_EP_ACTIVE_CONNECTION_PENDING:
 		/* Abort establishment: the id goes, the peer sees a REJ; receives flush. */
@@ -1682,7 +1739,6 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 	kdat_ep_step(ep, KDAT_EP_STIM_ACCEPT, NULL, 0);
 
 	err = cr->remote_gone ? -ECONNRESET : 0;
-	kdat_qp_set(ep, IB_QPS_RESET);
 	if (!err)
 		err = kdat_qp_modify_cm(ep, id, IB_QPS_INIT);
 	if (!err)
@@ -1959,10 +2015,8 @@ static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
 refuse:
 	mutex_unlock(&ctx->lock);
 refuse_unlocked:
-	if (pep) {
-		kdat_ep_free_qp(pep);
-		kfree(pep);
-	}
+	if (pep)
+		kdat_ep_discard(pep);
 	kfree(cr);
 	return -ECONNREFUSED;
 }
@@ -2077,13 +2131,17 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 		}
 		break;
 	case RDMA_CM_EVENT_CONNECT_ERROR:
+		if (ep->state == KDAT_EP_CONNECTED || ep->state == KDAT_EP_DISCONNECT_PENDING)
+			kdat_ep_flush(ep);
 		kdat_ep_step(ep, ep->state == KDAT_EP_COMPLETION_PENDING ?
 			     KDAT_EP_STIM_ACCEPT_FAILED : KDAT_EP_STIM_BROKEN, NULL, 0);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		/* Answer a peer's DREQ (DREP); harmless after our own DREQ. */
 		rdma_disconnect(id);
-		kdat_qp_set(ep, IB_QPS_ERR);
+		ep->graceful_pending = false;
+		if (ep->state == KDAT_EP_CONNECTED || ep->state == KDAT_EP_DISCONNECT_PENDING)
+			kdat_ep_flush(ep);	/* completions first, then DISCONNECTED */
 		kdat_ep_step(ep, KDAT_EP_STIM_DISCONNECTED, NULL, 0);
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
@@ -2196,6 +2254,10 @@ static void kdat_ia_teardown(struct kdat_ia *ia)
 	mutex_unlock(&ctx->lock);
 	/* Pending deferred id destructions may still hold the PD's QPs' ids. */
 	flush_workqueue(kdat_wq);
+	mutex_lock(&ctx->lock);
+	if (!ia->removed)
+		kdat_ia_free_memory(ia);
+	mutex_unlock(&ctx->lock);
 	if (ia->pd)
 		ib_dealloc_pd(ia->pd);
 	ia->pd = NULL;
@@ -2316,6 +2378,9 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 			kdat_obj_put(obj);
 	}
 	kfree(ids);
+	mutex_lock(&ctx->lock);
+	kdat_ia_free_memory(ia);
+	mutex_unlock(&ctx->lock);
 	if (ia->pd)
 		ib_dealloc_pd(ia->pd);
 	ia->pd = NULL;

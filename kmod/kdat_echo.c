@@ -8,6 +8,10 @@
  * connection is gone.  Client (connect_addr=IP connect_port=N): connects at
  * load time with private data `pdata`, records the outcome and the peer's
  * accept data, and disconnects gracefully once established.
+ * With data=1 the two exchange data once connected: the client binds an RMR
+ * over a buffer and sends its address and key; the server RDMA-writes a
+ * pattern into it, RDMA-reads it back, checks it and sends "done"; the client
+ * checks its buffer and disconnects gracefully.
  * Counters and the last outcome are read-only parameters in
  * /sys/module/kdat_echo/parameters/, for tests.
  */
@@ -29,6 +33,12 @@ static int connect_port;
 module_param(connect_port, int, 0444);
 static char *pdata = "kernel";
 module_param(pdata, charp, 0444);
+static bool data;
+module_param(data, bool, 0444);
+MODULE_PARM_DESC(data, "exchange data (send/recv, RDMA write and read) once connected");
+static int verified, dto_errors;
+module_param(verified, int, 0444);
+module_param(dto_errors, int, 0444);
 
 /* What tests read back. */
 static int accepted, established, disconnected, rejected, failed;
@@ -41,6 +51,34 @@ static char last_event[64] = "none";
 module_param_string(last_event, last_event, sizeof(last_event), 0444);
 static char peer_pdata[KDAT_PRIVATE_DATA_MAX + 1];
 module_param_string(peer_pdata, peer_pdata, sizeof(peer_pdata), 0444);
+
+#define ECHO_BUF	4096
+#define ECHO_MAGIC	0x6b646174	/* "kdat" */
+
+/* What the client sends the server: where to write. */
+struct echo_msg {
+	__le32 magic;
+	__le32 rkey;
+	__le64 addr;
+	__le32 length;
+	__le32 done;
+};
+
+enum { C_RECV = 1, C_SEND, C_WRITE, C_READ, C_BIND };
+
+/* One connection's buffers, on either side. */
+struct echo_conn {
+	struct list_head node;
+	struct kdat_ep *ep;
+	struct echo_msg *rx, *tx;
+	u8 *buf;				/* client: the RDMA target; server: pattern */
+	u8 *readback;				/* server: RDMA read lands here */
+	struct kdat_lmr *rx_lmr, *tx_lmr, *buf_lmr, *rb_lmr;
+	struct kdat_rmr *rmr;
+	struct echo_msg peer;			/* server: the client's window */
+};
+
+static LIST_HEAD(conns);
 
 static struct kdat_ia *ia;
 static struct kdat_evd *evd;
@@ -67,19 +105,218 @@ static const char *event_name(u32 number)
 	case KDAT_DAT_CONNECTION_EVENT_BROKEN: return "BROKEN";
 	case KDAT_DAT_CONNECTION_EVENT_TIMED_OUT: return "TIMED_OUT";
 	case KDAT_DAT_CONNECTION_EVENT_UNREACHABLE: return "UNREACHABLE";
+	case KDAT_DAT_DTO_COMPLETION_EVENT: return "DTO_COMPLETION";
+	case KDAT_DAT_RMR_BIND_COMPLETION_EVENT: return "RMR_BIND_COMPLETION";
 	default: return "OTHER";
 	}
 }
 
+static u8 pattern(u32 i)
+{
+	return (u8)(i * 7 + 3);
+}
+
+/* ia_gone: kdat_ia_close() already freed the LMRs and RMRs with the IA. */
+static void conn_release(struct echo_conn *c, bool ia_gone)
+{
+	list_del(&c->node);
+	if (ia_gone)
+		goto buffers;
+	if (c->rmr)
+		kdat_rmr_free(c->rmr);
+	if (c->rx_lmr)
+		kdat_lmr_free(c->rx_lmr);
+	if (c->tx_lmr)
+		kdat_lmr_free(c->tx_lmr);
+	if (c->buf_lmr)
+		kdat_lmr_free(c->buf_lmr);
+	if (c->rb_lmr)
+		kdat_lmr_free(c->rb_lmr);
+buffers:
+	kfree(c->rx);
+	kfree(c->tx);
+	kfree(c->buf);
+	kfree(c->readback);
+	kfree(c);
+}
+
+static void conn_free(struct echo_conn *c)
+{
+	conn_release(c, false);
+}
+
+/* After the IA is closed (no QP can DMA any more): the buffers themselves. */
+static void conns_release_all(void)
+{
+	while (!list_empty(&conns))
+		conn_release(list_first_entry(&conns, struct echo_conn, node), true);
+}
+
+static struct echo_conn *conn_find(struct kdat_ep *ep)
+{
+	struct echo_conn *c;
+
+	list_for_each_entry(c, &conns, node)
+		if (c->ep == ep)
+			return c;
+	return NULL;
+}
+
+/* Buffers for one connection; the server's receive is posted before it accepts. */
+static struct echo_conn *conn_new(struct kdat_ep *ep, bool server)
+{
+	struct echo_conn *c = kzalloc(sizeof(*c), GFP_KERNEL);
+	struct kdat_iov iov;
+	kdat_ret_t ret = 0;
+	u32 i;
+
+	if (!c)
+		return NULL;
+	c->ep = ep;
+	list_add(&c->node, &conns);
+	c->rx = kzalloc(sizeof(*c->rx), GFP_KERNEL);
+	c->tx = kzalloc(sizeof(*c->tx), GFP_KERNEL);
+	c->buf = kzalloc(ECHO_BUF, GFP_KERNEL);
+	c->readback = server ? kzalloc(ECHO_BUF, GFP_KERNEL) : NULL;
+	if (!c->rx || !c->tx || !c->buf || (server && !c->readback))
+		goto err;
+	if (server)
+		for (i = 0; i < ECHO_BUF; i++)
+			c->buf[i] = pattern(i);
+	ret = kdat_lmr_create(ia, c->rx, sizeof(*c->rx), &c->rx_lmr);
+	if (!ret)
+		ret = kdat_lmr_create(ia, c->tx, sizeof(*c->tx), &c->tx_lmr);
+	if (!ret)
+		ret = kdat_lmr_create(ia, c->buf, ECHO_BUF, &c->buf_lmr);
+	if (!ret && server)
+		ret = kdat_lmr_create(ia, c->readback, ECHO_BUF, &c->rb_lmr);
+	if (ret)
+		goto err;
+	iov = (struct kdat_iov){ .lmr = c->rx_lmr, .length = sizeof(*c->rx) };
+	ret = kdat_ep_post_recv(ep, &iov, 1, C_RECV);
+	if (ret)
+		goto err;
+	return c;
+err:
+	pr_warn("kdat_echo: connection buffers: 0x%x\n", ret);
+	conn_free(c);
+	return NULL;
+}
+
+static int conn_send(struct echo_conn *c)
+{
+	struct kdat_iov iov = { .lmr = c->tx_lmr, .length = sizeof(*c->tx) };
+
+	kdat_lmr_sync_for_device(c->tx_lmr);
+	return kdat_ep_post_send(c->ep, &iov, 1, C_SEND) ? -EIO : 0;
+}
+
+/* Client: connected; expose the buffer to the server. */
+static void client_start(struct echo_conn *c)
+{
+	struct kdat_iov iov = { .lmr = c->buf_lmr, .length = ECHO_BUF };
+	u32 rkey;
+	u64 addr;
+
+	if (kdat_rmr_create(ia, &c->rmr) ||
+	    kdat_rmr_bind(c->rmr, c->ep, &iov, KDAT_RMR_REMOTE_READ | KDAT_RMR_REMOTE_WRITE,
+			  C_BIND, &rkey, &addr)) {
+		dto_errors++;
+		return;
+	}
+	c->tx->magic = cpu_to_le32(ECHO_MAGIC);
+	c->tx->rkey = cpu_to_le32(rkey);
+	c->tx->addr = cpu_to_le64(addr);
+	c->tx->length = cpu_to_le32(ECHO_BUF);
+}
+
+/* One data transfer completion, on either side. */
+static void echo_dto(const struct kdat_event_info *ev)
+{
+	struct echo_conn *c = conn_find(ev->ep);
+	struct kdat_iov iov;
+	bool server = c && c->readback;
+
+	if (!c)
+		return;
+	if (ev->dto_status != KDAT_DAT_DTO_SUCCESS) {
+		dto_errors++;
+		return;
+	}
+	switch (ev->cookie) {
+	case C_BIND:		/* client: the window is ready: tell the server */
+		if (conn_send(c))
+			dto_errors++;
+		break;
+	case C_RECV:
+		kdat_lmr_sync_for_cpu(c->rx_lmr);
+		if (le32_to_cpu(c->rx->magic) != ECHO_MAGIC) {
+			dto_errors++;
+			break;
+		}
+		if (server) {
+			c->peer = *c->rx;
+			iov = (struct kdat_iov){ .lmr = c->buf_lmr,
+				.length = min_t(u32, ECHO_BUF, le32_to_cpu(c->peer.length)) };
+			if (kdat_ep_post_rdma_write(c->ep, &iov, 1, C_WRITE,
+						    le64_to_cpu(c->peer.addr),
+						    le32_to_cpu(c->peer.rkey)))
+				dto_errors++;
+		} else if (le32_to_cpu(c->rx->done)) {
+			u32 i, bad = 0;
+
+			kdat_lmr_sync_for_cpu(c->buf_lmr);
+			for (i = 0; i < ECHO_BUF; i++)
+				bad += c->buf[i] != pattern(i);
+			if (!bad)
+				verified++;
+			else
+				dto_errors++;
+			kdat_ep_disconnect(c->ep, KDAT_CLOSE_GRACEFUL);
+		}
+		break;
+	case C_WRITE:		/* server: read it back */
+		iov = (struct kdat_iov){ .lmr = c->rb_lmr, .length = ECHO_BUF };
+		if (kdat_ep_post_rdma_read(c->ep, &iov, 1, C_READ, le64_to_cpu(c->peer.addr),
+					   le32_to_cpu(c->peer.rkey)))
+			dto_errors++;
+		break;
+	case C_READ:
+		kdat_lmr_sync_for_cpu(c->rb_lmr);
+		if (memcmp(c->readback, c->buf, ECHO_BUF)) {
+			dto_errors++;
+			break;
+		}
+		verified++;
+		c->tx->magic = cpu_to_le32(ECHO_MAGIC);
+		c->tx->done = cpu_to_le32(1);
+		if (conn_send(c))
+			dto_errors++;
+		break;
+	default:
+		break;	/* C_SEND */
+	}
+}
+
+/* The server RDMA-reads back: both sides allow a few reads outstanding. */
+static const struct kdat_ep_attr echo_attr = { .max_rdma_read_in = 4, .max_rdma_read_out = 4 };
+
 static void echo_request(struct kdat_cr *cr, const struct kdat_event_info *ev)
 {
 	u8 reply[KDAT_PRIVATE_DATA_MAX];
-	struct kdat_ep_attr attr = {};
+	struct kdat_ep_attr attr = echo_attr;
 	struct kdat_ep *ep;
 	u32 n;
 
-	if (kdat_ep_create(ia, evd, NULL, NULL, &attr, &ep)) {
+	/* one EVD for everything: DTO completions must precede DISCONNECTED */
+	if (kdat_ep_create(ia, evd, data ? evd : NULL, data ? evd : NULL, &attr, &ep)) {
 		kdat_cr_reject(cr, NULL, 0);
+		failed++;
+		return;
+	}
+	if (data && !conn_new(ep, true)) {
+		kdat_cr_reject(cr, NULL, 0);
+		kdat_ep_free(ep);
 		failed++;
 		return;
 	}
@@ -115,8 +352,15 @@ static void echo_event_work(struct work_struct *work)
 			if (ev->ep == client_ep) {
 				memcpy(peer_pdata, ev->private_data, ev->private_data_size);
 				peer_pdata[ev->private_data_size] = '\0';
-				kdat_ep_disconnect(client_ep, KDAT_CLOSE_GRACEFUL);
+				if (data && conn_find(client_ep))
+					client_start(conn_find(client_ep));
+				else
+					kdat_ep_disconnect(client_ep, KDAT_CLOSE_GRACEFUL);
 			}
+			break;
+		case KDAT_DAT_DTO_COMPLETION_EVENT:
+		case KDAT_DAT_RMR_BIND_COMPLETION_EVENT:
+			echo_dto(ev);
 			break;
 		case KDAT_DAT_CONNECTION_EVENT_PEER_REJECTED:
 			rejected++;
@@ -127,9 +371,12 @@ static void echo_event_work(struct work_struct *work)
 		case KDAT_DAT_CONNECTION_EVENT_BROKEN:
 		case KDAT_DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR:
 			disconnected++;
-			/* a served connection is over: its EP goes */
-			if (ev->ep != client_ep)
+			/* a served connection is over: its buffers and EP go */
+			if (ev->ep != client_ep) {
+				if (conn_find(ev->ep))
+					conn_free(conn_find(ev->ep));
 				kdat_ep_free(ev->ep);
+			}
 			break;
 		default:
 			failed++;
@@ -142,13 +389,16 @@ static void echo_event_work(struct work_struct *work)
 static int echo_connect(void)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
-	struct kdat_ep_attr attr = {};
+	struct kdat_ep_attr attr = echo_attr;
 	kdat_ret_t ret;
 
 	if (!in4_pton(connect_addr, -1, (u8 *)&sin.sin_addr.s_addr, '\0', NULL))
 		return -EINVAL;
-	ret = kdat_ep_create(ia, evd, NULL, NULL, &attr, &client_ep);
+	ret = kdat_ep_create(ia, evd, data ? evd : NULL, data ? evd : NULL, &attr, &client_ep);
 	if (ret)
+		return -ENOMEM;
+	/* receives may be posted before the connection exists */
+	if (data && !conn_new(client_ep, false))
 		return -ENOMEM;
 	ret = kdat_ep_connect(client_ep, (struct sockaddr *)&sin, connect_port, 5000000,
 			      pdata, strlen(pdata), KDAT_DAT_QOS_BEST_EFFORT,
@@ -172,7 +422,7 @@ static int __init echo_init(void)
 		pr_warn("kdat_echo: no IA for '%s'\n", ia_name);
 		goto err_wq;
 	}
-	if (kdat_evd_create(ia, 1024, KDAT_EVD_CR | KDAT_EVD_CONNECTION, echo_upcall, NULL, &evd))
+	if (kdat_evd_create(ia, 1024, KDAT_EVD_FLAGS_ALL, echo_upcall, NULL, &evd))
 		goto err_ia;
 	if (listen_port && kdat_psp_create(ia, listen_port, evd, KDAT_PSP_CONSUMER, &psp))
 		goto err_ia;
@@ -189,6 +439,7 @@ err_ia:
 	WRITE_ONCE(stopping, true);
 	cancel_work_sync(&event_work);
 	kdat_ia_close(ia, KDAT_IA_CLOSE_ABRUPT);
+	conns_release_all();
 	flush_workqueue(echo_wq);
 err_wq:
 	destroy_workqueue(echo_wq);
@@ -199,8 +450,9 @@ static void __exit echo_exit(void)
 {
 	WRITE_ONCE(stopping, true);
 	cancel_work_sync(&event_work);
-	/* Abrupt close frees the PSP, EPs (peers see DISCONNECTED) and the EVD. */
+	/* Abrupt close frees the PSP, EPs (peers see DISCONNECTED), EVD and memory. */
 	kdat_ia_close(ia, KDAT_IA_CLOSE_ABRUPT);
+	conns_release_all();
 	flush_workqueue(echo_wq);
 	destroy_workqueue(echo_wq);
 }

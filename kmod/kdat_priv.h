@@ -77,6 +77,7 @@ struct kdat_ia {
 	struct sockaddr_storage addr;
 	char netdev_name[KDAT_NAME_MAX];
 	struct list_head evds, eps, sps, crs;
+	struct list_head lmrs, rmrs;		/* kernel consumers' memory */
 	bool removed;			/* the device went away */
 	bool own_ctx;			/* a kernel consumer's private ctx */
 };
@@ -121,6 +122,44 @@ struct kdat_ep {
 	u8 private_data[KDAT_PRIVATE_DATA_MAX];
 	u8 private_data_size;
 	struct kdat_ep_timer *timer;	/* the pending connect timeout, or NULL */
+	/* data transfer (kdat_dto.c): per-request contexts, preallocated */
+	spinlock_t wr_lock;		/* the free lists */
+	struct kdat_wr *send_wrs, *recv_wrs;
+	struct kdat_wr *send_free, *recv_free;
+	atomic_t sends_in_flight;	/* sends, RDMA and RMR binds not yet completed */
+	bool graceful_pending;		/* DISCONNECT_PENDING waits for sends_in_flight == 0 */
+	struct work_struct graceful_work;
+};
+
+/* One posted request's completion context. */
+struct kdat_wr {
+	struct ib_cqe cqe;
+	struct kdat_ep *ep;
+	struct kdat_wr *next_free;
+	u64 cookie;
+	u32 length;
+	u8 kind;			/* KDAT_WR_* */
+	struct kdat_rmr *rmr;		/* KDAT_WR_BIND */
+};
+
+enum { KDAT_WR_SEND, KDAT_WR_RDMA_WRITE, KDAT_WR_RDMA_READ, KDAT_WR_RECV, KDAT_WR_BIND };
+
+/* A kernel buffer mapped for DMA on the IA's device (kernel consumers only). */
+struct kdat_lmr {
+	struct kdat_ia *ia;
+	struct list_head ia_node;
+	void *buf;
+	u64 length;
+	u64 dma;
+};
+
+/* A memory window for the peer: a fast-registration MR bound through an EP. */
+struct kdat_rmr {
+	struct kdat_ia *ia;
+	struct list_head ia_node;
+	struct ib_mr *mr;
+	u32 max_pages;
+	bool bound;
 };
 
 /* One connect attempt's timeout; it holds an EP reference until it has run. */
@@ -185,6 +224,14 @@ kdat_ret_t kdat_evd_wait_ref(struct kdat_evd *evd, u32 timeout_us, u32 threshold
 kdat_ret_t kdat_evd_dequeue_ref(struct kdat_evd *evd, struct kdat_event_info *ev,
 				u32 *nmore);
 void kdat_event_put_refs(struct kdat_event_info *info);
+void kdat_evd_post(struct kdat_evd *evd, const struct kdat_event_info *info);
+
+/* kdat_dto.c */
+int kdat_ep_dto_init(struct kdat_ep *ep);
+void kdat_ep_dto_exit(struct kdat_ep *ep);
+void kdat_ep_flush(struct kdat_ep *ep);
+bool kdat_ep_graceful_ready(struct kdat_ep *ep);
+void kdat_ia_free_memory(struct kdat_ia *ia);
 
 /* kdat_ioctl.c */
 long kdat_ioctl(struct file *file, unsigned int cmd, unsigned long arg);

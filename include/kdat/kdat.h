@@ -31,6 +31,20 @@ struct kdat_evd;
 struct kdat_ep;
 struct kdat_sp;		/* a PSP or an RSP */
 struct kdat_cr;
+struct kdat_lmr;	/* a kernel buffer registered for DMA */
+struct kdat_rmr;	/* a window the peer may RDMA to/from */
+
+/* One piece of a local buffer for a data transfer request. */
+struct kdat_iov {
+	struct kdat_lmr *lmr;
+	u64 offset;
+	u32 length;
+};
+
+/* rmr_bind access */
+#define KDAT_RMR_REMOTE_READ	(1u << 0)
+#define KDAT_RMR_REMOTE_WRITE	(1u << 1)
+#define KDAT_MAX_IOV		8
 
 #define KDAT_ERR(type, subtype)	(KDAT_DAT_CLASS_ERROR | (type) | (subtype))
 #define KDAT_RET_TYPE(ret)	((ret) & KDAT_DAT_TYPE_MASK)
@@ -135,5 +149,40 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep,
 			  const void *private_data, s32 private_data_size);
 kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *private_data,
 			  s32 private_data_size);
+
+/*
+ * Data transfer on kernel EPs.  Completions are DAT_DTO_COMPLETION_EVENTs on
+ * the EP's request EVD (send, RDMA write/read) or receive EVD, carrying the
+ * cookie, DAT_DTO_* status and length; RMR binds complete with a
+ * DAT_RMR_BIND_COMPLETION_EVENT on the request EVD.  Posts are legal in the
+ * states the table allows (seed 001: no sends in DISCONNECT_PENDING); on
+ * disconnect outstanding requests complete as flushed, and every completion
+ * is queued before the EP's DISCONNECTED event.  Posting may be done from
+ * process or softirq context; it never sleeps.
+ */
+/* buf: kmalloc'ed (physically contiguous) memory that outlives the LMR. */
+kdat_ret_t kdat_lmr_create(struct kdat_ia *ia, void *buf, u64 length,
+			   struct kdat_lmr **lmr);
+kdat_ret_t kdat_lmr_free(struct kdat_lmr *lmr);
+/* Sync a buffer the device wrote to before the CPU reads it (and back). */
+void kdat_lmr_sync_for_cpu(struct kdat_lmr *lmr);
+void kdat_lmr_sync_for_device(struct kdat_lmr *lmr);
+kdat_ret_t kdat_rmr_create(struct kdat_ia *ia, struct kdat_rmr **rmr);
+/* Binds on a CONNECTED EP; rmr_context and target_address are what the peer uses. */
+kdat_ret_t kdat_rmr_bind(struct kdat_rmr *rmr, struct kdat_ep *ep,
+			 const struct kdat_iov *iov, u32 access, u64 cookie,
+			 u32 *rmr_context, u64 *target_address);
+kdat_ret_t kdat_rmr_free(struct kdat_rmr *rmr);
+
+kdat_ret_t kdat_ep_post_recv(struct kdat_ep *ep, const struct kdat_iov *iov,
+			     u32 n_iov, u64 cookie);
+kdat_ret_t kdat_ep_post_send(struct kdat_ep *ep, const struct kdat_iov *iov,
+			     u32 n_iov, u64 cookie);
+kdat_ret_t kdat_ep_post_rdma_write(struct kdat_ep *ep, const struct kdat_iov *iov,
+				   u32 n_iov, u64 cookie, u64 target_address,
+				   u32 rmr_context);
+kdat_ret_t kdat_ep_post_rdma_read(struct kdat_ep *ep, const struct kdat_iov *iov,
+				  u32 n_iov, u64 cookie, u64 target_address,
+				  u32 rmr_context);
 
 #endif /* KDAT_KDAT_H */

@@ -107,3 +107,15 @@ def test_kernel_ep_sees_a_user_reject_with_its_private_data(echo, rdma):
         wait_param("rejected", "1")
         assert param("last_event") == "PEER_REJECTED"
         assert param("peer_pdata") == "go away"
+
+
+def test_kernel_eps_exchange_data_send_recv_rdma_write_and_read(echo, rdma):
+    """One kdat_echo instance is both client and server: an RMR bound by the client, RDMA write
+    and read by the server, send/receive both ways, graceful disconnect after checking the data."""
+    port = next_port()
+    echo(listen_port=port, connect_addr=rdma["KDAT_TEST_ADDR"], connect_port=port, data=1)
+    wait_param("verified", "2")          # the server read back its write, the client saw it
+    wait_param("disconnected", "2")      # graceful disconnect reached both EPs
+    assert param("dto_errors") == "0"
+    assert param("failed") == "0"
+    assert param("peer_pdata") == "echo:kernel"

@@ -1,0 +1,514 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Data transfer for kernel EPs: LMRs (DMA-mapped kernel buffers), RMRs
+ * (fast-registration MRs bound through an EP), send/receive/RDMA posts and
+ * their completions as DAT events.
+ *
+ * The completion path runs on the CQ's workqueue and takes no kdat lock but
+ * the EP's wr_lock and the EVD's lock, so the connection code may drain the
+ * QP (ib_drain_qp) while holding ctx->lock: that is how every completion is
+ * queued before the DISCONNECTED event.
+ */
+#include <linux/dma-mapping.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+#include "kdat_priv.h"
+
+static kdat_ret_t kdat_err(u32 type, u32 subtype)
+{
+	return KDAT_ERR(type, subtype);
+}
+
+/* ---- per-request contexts -------------------------------------------------- */
+
+static struct kdat_wr *kdat_wr_ring(u32 n)
+{
+	return kcalloc(n, sizeof(struct kdat_wr), GFP_KERNEL);
+}
+
+static struct kdat_wr *kdat_wr_list(struct kdat_wr *ring, u32 n)
+{
+	u32 i;
+
+	for (i = 0; i + 1 < n; i++)
+		ring[i].next_free = &ring[i + 1];
+	return n ? &ring[0] : NULL;
+}
+
+static void kdat_ep_graceful_work(struct work_struct *work);
+
+int kdat_ep_dto_init(struct kdat_ep *ep)
+{
+	u32 nsend = ep->attr.max_request_dtos, nrecv = ep->attr.max_recv_dtos;
+
+	spin_lock_init(&ep->wr_lock);
+	atomic_set(&ep->sends_in_flight, 0);
+	INIT_WORK(&ep->graceful_work, kdat_ep_graceful_work);
+	ep->send_wrs = kdat_wr_ring(nsend);
+	ep->recv_wrs = kdat_wr_ring(nrecv);
+	if (!ep->send_wrs || !ep->recv_wrs) {
+		kdat_ep_dto_exit(ep);
+		return -ENOMEM;
+	}
+	ep->send_free = kdat_wr_list(ep->send_wrs, nsend);
+	ep->recv_free = kdat_wr_list(ep->recv_wrs, nrecv);
+	return 0;
+}
+
+void kdat_ep_dto_exit(struct kdat_ep *ep)
+{
+	kfree(ep->send_wrs);
+	kfree(ep->recv_wrs);
+	ep->send_wrs = NULL;
+	ep->recv_wrs = NULL;
+}
+
+static struct kdat_wr *kdat_wr_get(struct kdat_ep *ep, bool recv)
+{
+	struct kdat_wr **head = recv ? &ep->recv_free : &ep->send_free;
+	struct kdat_wr *wr;
+	unsigned long flags;
+
+	spin_lock_irqsave(&ep->wr_lock, flags);
+	wr = *head;
+	if (wr)
+		*head = wr->next_free;
+	spin_unlock_irqrestore(&ep->wr_lock, flags);
+	return wr;
+}
+
+static void kdat_wr_put(struct kdat_ep *ep, struct kdat_wr *wr, bool recv)
+{
+	struct kdat_wr **head = recv ? &ep->recv_free : &ep->send_free;
+	unsigned long flags;
+
+	spin_lock_irqsave(&ep->wr_lock, flags);
+	wr->next_free = *head;
+	*head = wr;
+	spin_unlock_irqrestore(&ep->wr_lock, flags);
+}
+
+/* ---- completions ------------------------------------------------------------------ */
+
+static u32 kdat_dto_status(enum ib_wc_status status)
+{
+	switch (status) {
+	case IB_WC_SUCCESS: return KDAT_DAT_DTO_SUCCESS;
+	case IB_WC_WR_FLUSH_ERR: return KDAT_DAT_DTO_ERR_FLUSHED;
+	case IB_WC_LOC_LEN_ERR: return KDAT_DAT_DTO_ERR_LOCAL_LENGTH;
+	case IB_WC_LOC_QP_OP_ERR: return KDAT_DAT_DTO_ERR_LOCAL_EP;
+	case IB_WC_LOC_PROT_ERR: return KDAT_DAT_DTO_ERR_LOCAL_PROTECTION;
+	case IB_WC_BAD_RESP_ERR: return KDAT_DAT_DTO_ERR_BAD_RESPONSE;
+	case IB_WC_REM_ACCESS_ERR: return KDAT_DAT_DTO_ERR_REMOTE_ACCESS;
+	case IB_WC_REM_INV_REQ_ERR:
+	case IB_WC_REM_OP_ERR: return KDAT_DAT_DTO_ERR_REMOTE_RESPONDER;
+	case IB_WC_RNR_RETRY_EXC_ERR: return KDAT_DAT_DTO_ERR_RECEIVER_NOT_READY;
+	case IB_WC_MW_BIND_ERR: return KDAT_DAT_RMR_OPERATION_FAILED;
+	default: return KDAT_DAT_DTO_ERR_TRANSPORT;
+	}
+}
+
+/* Graceful disconnect proceeds once the last in-flight send completed. */
+static void kdat_ep_send_done(struct kdat_ep *ep)
+{
+	if (atomic_dec_and_test(&ep->sends_in_flight) && READ_ONCE(ep->graceful_pending)) {
+		kref_get(&ep->obj.ref);
+		if (!queue_work(kdat_wq, &ep->graceful_work))
+			kdat_obj_put(&ep->obj);
+	}
+}
+
+static void kdat_wr_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct kdat_wr *wr = container_of(wc->wr_cqe, struct kdat_wr, cqe);
+	struct kdat_ep *ep = wr->ep;
+	bool recv = wr->kind == KDAT_WR_RECV;
+	struct kdat_event_info *info;
+	struct kdat_evd *evd;
+
+	evd = recv ? READ_ONCE(ep->recv_evd) : READ_ONCE(ep->request_evd);
+	info = kzalloc(sizeof(*info), GFP_KERNEL);
+	if (info) {
+		info->number = wr->kind == KDAT_WR_BIND ? KDAT_DAT_RMR_BIND_COMPLETION_EVENT :
+			       KDAT_DAT_DTO_COMPLETION_EVENT;
+		info->ep = ep;
+		info->cookie = wr->cookie;
+		info->dto_status = kdat_dto_status(wc->status);
+		info->transfered_length = recv ? wc->byte_len : wr->length;
+		if (wr->kind == KDAT_WR_BIND && wr->rmr)
+			wr->rmr->bound = wc->status == IB_WC_SUCCESS;
+		kdat_evd_post(evd, info);
+		kfree(info);
+	}
+	kdat_wr_put(ep, wr, recv);
+	if (!recv)
+		kdat_ep_send_done(ep);
+}
+
+/* ---- posting ------------------------------------------------------------------------ */
+
+static bool kdat_ep_may_post(struct kdat_ep *ep, unsigned int stimulus)
+{
+	struct kdat_ep_step step = kdat_ep_lookup(READ_ONCE(ep->state), stimulus);
+
+	return step.action != KDAT_EP_INVALID && ep->qp && !READ_ONCE(ep->obj.dead);
+}
+
+static kdat_ret_t kdat_build_sges(struct kdat_ep *ep, const struct kdat_iov *iov, u32 n,
+				  struct ib_sge *sge, u32 *total)
+{
+	u32 i;
+
+	if (n > KDAT_MAX_IOV || (n && !iov))
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	*total = 0;
+	for (i = 0; i < n; i++) {
+		const struct kdat_iov *v = &iov[i];
+
+		if (!v->lmr || v->lmr->ia != ep->ia || v->offset > v->lmr->length ||
+		    v->length > v->lmr->length - v->offset)
+			return kdat_err(KDAT_DAT_PROTECTION_VIOLATION, KDAT_DAT_NO_SUBTYPE);
+		sge[i].addr = v->lmr->dma + v->offset;
+		sge[i].length = v->length;
+		sge[i].lkey = ep->ia->pd->local_dma_lkey;
+		*total += v->length;
+	}
+	return KDAT_DAT_SUCCESS;
+}
+
+kdat_ret_t kdat_ep_post_recv(struct kdat_ep *ep, const struct kdat_iov *iov, u32 n_iov,
+			     u64 cookie)
+{
+	struct ib_sge sge[KDAT_MAX_IOV];
+	struct ib_recv_wr wr = {};
+	struct kdat_wr *ctx;
+	kdat_ret_t ret;
+	u32 total;
+
+	if (!kdat_ep_may_post(ep, KDAT_EP_STIM_POST_RECV))
+		return kdat_err(KDAT_DAT_INVALID_STATE,
+				kdat_ep_invalid_state_subtype(READ_ONCE(ep->state)));
+	ret = kdat_build_sges(ep, iov, n_iov, sge, &total);
+	if (ret)
+		return ret;
+	ctx = kdat_wr_get(ep, true);
+	if (!ctx)
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+	ctx->ep = ep;
+	ctx->cookie = cookie;
+	ctx->length = total;
+	ctx->kind = KDAT_WR_RECV;
+	ctx->cqe.done = kdat_wr_done;
+	wr.wr_cqe = &ctx->cqe;
+	wr.sg_list = sge;
+	wr.num_sge = n_iov;
+	if (ib_post_recv(ep->qp, &wr, NULL)) {
+		kdat_wr_put(ep, ctx, true);
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+	}
+	return KDAT_DAT_SUCCESS;
+}
+
+static kdat_ret_t kdat_post_send_wr(struct kdat_ep *ep, struct ib_send_wr *wr,
+				    struct kdat_wr *ctx)
+{
+	atomic_inc(&ep->sends_in_flight);
+	if (ib_post_send(ep->qp, wr, NULL)) {
+		atomic_dec(&ep->sends_in_flight);
+		kdat_wr_put(ep, ctx, false);
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+	}
+	return KDAT_DAT_SUCCESS;
+}
+
+static kdat_ret_t kdat_ep_post(struct kdat_ep *ep, const struct kdat_iov *iov, u32 n_iov,
+			       u64 cookie, u8 kind, u64 raddr, u32 rkey)
+{
+	struct ib_sge sge[KDAT_MAX_IOV];
+	struct ib_rdma_wr rdma = {};
+	struct ib_send_wr *wr = &rdma.wr;
+	struct kdat_wr *ctx;
+	kdat_ret_t ret;
+	u32 total;
+
+	if (!kdat_ep_may_post(ep, KDAT_EP_STIM_POST_SEND))
+		return kdat_err(KDAT_DAT_INVALID_STATE,
+				kdat_ep_invalid_state_subtype(READ_ONCE(ep->state)));
+	ret = kdat_build_sges(ep, iov, n_iov, sge, &total);
+	if (ret)
+		return ret;
+	ctx = kdat_wr_get(ep, false);
+	if (!ctx)
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+	ctx->ep = ep;
+	ctx->cookie = cookie;
+	ctx->length = total;
+	ctx->kind = kind;
+	ctx->rmr = NULL;
+	ctx->cqe.done = kdat_wr_done;
+	wr->wr_cqe = &ctx->cqe;
+	wr->sg_list = sge;
+	wr->num_sge = n_iov;
+	wr->send_flags = IB_SEND_SIGNALED;
+	switch (kind) {
+	case KDAT_WR_SEND:
+		wr->opcode = IB_WR_SEND;
+		break;
+	case KDAT_WR_RDMA_WRITE:
+		wr->opcode = IB_WR_RDMA_WRITE;
+		break;
+	default:
+		wr->opcode = IB_WR_RDMA_READ;
+		break;
+	}
+	rdma.remote_addr = raddr;
+	rdma.rkey = rkey;
+	return kdat_post_send_wr(ep, wr, ctx);
+}
+
+kdat_ret_t kdat_ep_post_send(struct kdat_ep *ep, const struct kdat_iov *iov, u32 n_iov,
+			     u64 cookie)
+{
+	return kdat_ep_post(ep, iov, n_iov, cookie, KDAT_WR_SEND, 0, 0);
+}
+EXPORT_SYMBOL_GPL(kdat_ep_post_send);
+
+kdat_ret_t kdat_ep_post_rdma_write(struct kdat_ep *ep, const struct kdat_iov *iov,
+				   u32 n_iov, u64 cookie, u64 target, u32 rmr_context)
+{
+	return kdat_ep_post(ep, iov, n_iov, cookie, KDAT_WR_RDMA_WRITE, target, rmr_context);
+}
+EXPORT_SYMBOL_GPL(kdat_ep_post_rdma_write);
+
+kdat_ret_t kdat_ep_post_rdma_read(struct kdat_ep *ep, const struct kdat_iov *iov,
+				  u32 n_iov, u64 cookie, u64 target, u32 rmr_context)
+{
+	if (n_iov > 1 && n_iov > ep->ia->ibdev->attrs.max_sge_rd)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
+	/* ORD 0 (negotiated or asked for): the QP could never issue it */
+	if (!READ_ONCE(ep->ord))
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG1);
+	return kdat_ep_post(ep, iov, n_iov, cookie, KDAT_WR_RDMA_READ, target, rmr_context);
+}
+EXPORT_SYMBOL_GPL(kdat_ep_post_rdma_read);
+EXPORT_SYMBOL_GPL(kdat_ep_post_recv);
+
+/* ---- disconnect support --------------------------------------------------------------- */
+
+/*
+ * Moves the QP to ERR and waits until every posted request has completed
+ * (flushed if it had not run): their events are queued after this returns,
+ * before the caller posts DISCONNECTED.  Caller holds ctx->lock.
+ */
+void kdat_ep_flush(struct kdat_ep *ep)
+{
+	if (ep->qp)
+		ib_drain_qp(ep->qp);
+}
+
+bool kdat_ep_graceful_ready(struct kdat_ep *ep)
+{
+	return atomic_read(&ep->sends_in_flight) == 0;
+}
+
+static void kdat_ep_graceful_work(struct work_struct *work)
+{
+	struct kdat_ep *ep = container_of(work, struct kdat_ep, graceful_work);
+	struct kdat_ctx *ctx = ep->obj.ctx;
+
+	mutex_lock(&ctx->lock);
+	if (!ep->obj.dead && ep->graceful_pending && ep->state == KDAT_EP_DISCONNECT_PENDING &&
+	    kdat_ep_graceful_ready(ep)) {
+		ep->graceful_pending = false;
+		if (ep->cm_id)
+			rdma_disconnect(ep->cm_id);	/* DREQ; DISCONNECTED follows */
+	}
+	mutex_unlock(&ctx->lock);
+	kdat_obj_put(&ep->obj);
+}
+
+/* ---- LMR and RMR ------------------------------------------------------------------------ */
+
+kdat_ret_t kdat_lmr_create(struct kdat_ia *ia, void *buf, u64 length, struct kdat_lmr **out)
+{
+	struct kdat_ctx *ctx = ia->obj.ctx;
+	struct kdat_lmr *lmr;
+	kdat_ret_t ret = KDAT_DAT_SUCCESS;
+
+	if (!buf || !length || !virt_addr_valid(buf) || length > U32_MAX)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	lmr = kzalloc(sizeof(*lmr), GFP_KERNEL);
+	if (!lmr)
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	mutex_lock(&ctx->lock);
+	if (ia->obj.dead || ia->removed) {
+		ret = kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
+		goto out;
+	}
+	lmr->dma = ib_dma_map_single(ia->ibdev, buf, length, DMA_BIDIRECTIONAL);
+	if (ib_dma_mapping_error(ia->ibdev, lmr->dma)) {
+		ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY_REGION);
+		goto out;
+	}
+	lmr->ia = ia;
+	lmr->buf = buf;
+	lmr->length = length;
+	list_add_tail(&lmr->ia_node, &ia->lmrs);
+	*out = lmr;
+out:
+	mutex_unlock(&ctx->lock);
+	if (ret)
+		kfree(lmr);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(kdat_lmr_create);
+
+static void kdat_lmr_release(struct kdat_lmr *lmr)
+{
+	list_del(&lmr->ia_node);
+	ib_dma_unmap_single(lmr->ia->ibdev, lmr->dma, lmr->length, DMA_BIDIRECTIONAL);
+	kfree(lmr);
+}
+
+kdat_ret_t kdat_lmr_free(struct kdat_lmr *lmr)
+{
+	struct kdat_ctx *ctx = lmr->ia->obj.ctx;
+
+	mutex_lock(&ctx->lock);
+	kdat_lmr_release(lmr);
+	mutex_unlock(&ctx->lock);
+	return KDAT_DAT_SUCCESS;
+}
+EXPORT_SYMBOL_GPL(kdat_lmr_free);
+
+void kdat_lmr_sync_for_cpu(struct kdat_lmr *lmr)
+{
+	ib_dma_sync_single_for_cpu(lmr->ia->ibdev, lmr->dma, lmr->length, DMA_BIDIRECTIONAL);
+}
+EXPORT_SYMBOL_GPL(kdat_lmr_sync_for_cpu);
+
+void kdat_lmr_sync_for_device(struct kdat_lmr *lmr)
+{
+	ib_dma_sync_single_for_device(lmr->ia->ibdev, lmr->dma, lmr->length, DMA_BIDIRECTIONAL);
+}
+EXPORT_SYMBOL_GPL(kdat_lmr_sync_for_device);
+
+kdat_ret_t kdat_rmr_create(struct kdat_ia *ia, struct kdat_rmr **out)
+{
+	struct kdat_ctx *ctx = ia->obj.ctx;
+	struct kdat_rmr *rmr = kzalloc(sizeof(*rmr), GFP_KERNEL);
+
+	if (!rmr)
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	rmr->ia = ia;
+	mutex_lock(&ctx->lock);
+	list_add_tail(&rmr->ia_node, &ia->rmrs);
+	mutex_unlock(&ctx->lock);
+	*out = rmr;
+	return KDAT_DAT_SUCCESS;
+}
+EXPORT_SYMBOL_GPL(kdat_rmr_create);
+
+static void kdat_rmr_release(struct kdat_rmr *rmr)
+{
+	list_del(&rmr->ia_node);
+	if (rmr->mr)
+		ib_dereg_mr(rmr->mr);
+	kfree(rmr);
+}
+
+kdat_ret_t kdat_rmr_free(struct kdat_rmr *rmr)
+{
+	struct kdat_ctx *ctx = rmr->ia->obj.ctx;
+
+	mutex_lock(&ctx->lock);
+	kdat_rmr_release(rmr);
+	mutex_unlock(&ctx->lock);
+	return KDAT_DAT_SUCCESS;
+}
+EXPORT_SYMBOL_GPL(kdat_rmr_free);
+
+kdat_ret_t kdat_rmr_bind(struct kdat_rmr *rmr, struct kdat_ep *ep, const struct kdat_iov *iov,
+			 u32 access, u64 cookie, u32 *rmr_context, u64 *target)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct ib_reg_wr reg = {};
+	struct scatterlist sg;
+	struct kdat_wr *wctx;
+	kdat_ret_t ret;
+	u32 pages;
+	int n;
+
+	if (!iov || !iov->lmr || access & ~(KDAT_RMR_REMOTE_READ | KDAT_RMR_REMOTE_WRITE) ||
+	    iov->lmr->ia != ep->ia || rmr->ia != ep->ia || !iov->length ||
+	    iov->offset > iov->lmr->length || iov->length > iov->lmr->length - iov->offset)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead || ep->state != KDAT_EP_CONNECTED || !ep->qp) {
+		ret = kdat_err(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(ep->state));
+		goto out;
+	}
+	pages = DIV_ROUND_UP(offset_in_page(iov->lmr->dma + iov->offset) + iov->length, PAGE_SIZE);
+	if (rmr->mr && rmr->max_pages < pages) {
+		ib_dereg_mr(rmr->mr);
+		rmr->mr = NULL;
+	}
+	if (!rmr->mr) {
+		rmr->mr = ib_alloc_mr(ep->ia->pd, IB_MR_TYPE_MEM_REG, pages);
+		if (IS_ERR(rmr->mr)) {
+			rmr->mr = NULL;
+			ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES,
+				       KDAT_DAT_RESOURCE_MEMORY_REGION);
+			goto out;
+		}
+		rmr->max_pages = pages;
+	}
+	sg_init_table(&sg, 1);
+	sg_dma_address(&sg) = iov->lmr->dma + iov->offset;
+	sg_dma_len(&sg) = iov->length;
+	n = ib_map_mr_sg(rmr->mr, &sg, 1, NULL, PAGE_SIZE);
+	if (n != 1) {
+		ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY_REGION);
+		goto out;
+	}
+	/* a new key per bind: the peer's old rmr_context stops working */
+	ib_update_fast_reg_key(rmr->mr, ib_inc_rkey(rmr->mr->rkey));
+	wctx = kdat_wr_get(ep, false);
+	if (!wctx) {
+		ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+		goto out;
+	}
+	wctx->ep = ep;
+	wctx->cookie = cookie;
+	wctx->length = iov->length;
+	wctx->kind = KDAT_WR_BIND;
+	wctx->rmr = rmr;
+	wctx->cqe.done = kdat_wr_done;
+	rmr->bound = false;
+	reg.wr.opcode = IB_WR_REG_MR;
+	reg.wr.wr_cqe = &wctx->cqe;
+	reg.wr.send_flags = IB_SEND_SIGNALED;
+	reg.mr = rmr->mr;
+	reg.key = rmr->mr->rkey;
+	reg.access = IB_ACCESS_LOCAL_WRITE |
+		     (access & KDAT_RMR_REMOTE_READ ? IB_ACCESS_REMOTE_READ : 0) |
+		     (access & KDAT_RMR_REMOTE_WRITE ? IB_ACCESS_REMOTE_WRITE : 0);
+	ret = kdat_post_send_wr(ep, &reg.wr, wctx);
+	if (!ret) {
+		*rmr_context = rmr->mr->rkey;
+		*target = rmr->mr->iova;
+	}
+out:
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(kdat_rmr_bind);
+
+/* IA teardown and device removal: what kernel consumers did not free. */
+void kdat_ia_free_memory(struct kdat_ia *ia)
+{
+	while (!list_empty(&ia->rmrs))
+		kdat_rmr_release(list_first_entry(&ia->rmrs, struct kdat_rmr, ia_node));
+	while (!list_empty(&ia->lmrs))
+		kdat_lmr_release(list_first_entry(&ia->lmrs, struct kdat_lmr, ia_node));
+}
