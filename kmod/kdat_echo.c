@@ -12,6 +12,9 @@
  * over a buffer and sends its address and key; the server RDMA-writes a
  * pattern into it, RDMA-reads it back, checks it and sends "done"; the client
  * checks its buffer and disconnects gracefully.
+ * With flush_test=1 the client pre-posts receives once connected and
+ * disconnects abruptly: they must all complete as flushed before its
+ * DISCONNECTED event (seed 001), and a send afterwards must be refused.
  * Counters and the last outcome are read-only parameters in
  * /sys/module/kdat_echo/parameters/, for tests.
  */
@@ -39,6 +42,18 @@ MODULE_PARM_DESC(data, "exchange data (send/recv, RDMA write and read) once conn
 static int verified, dto_errors;
 module_param(verified, int, 0444);
 module_param(dto_errors, int, 0444);
+static bool flush_test;
+module_param(flush_test, bool, 0444);
+static int flushed_before_disconnect, flushed_after_disconnect;
+module_param(flushed_before_disconnect, int, 0444);
+module_param(flushed_after_disconnect, int, 0444);
+static char post_after_disconnect[16] = "none";
+module_param_string(post_after_disconnect, post_after_disconnect,
+		    sizeof(post_after_disconnect), 0444);
+#define FLUSH_RECVS	3
+static u8 *flush_buf;
+static struct kdat_lmr *flush_lmr;
+static bool client_disconnected;
 
 /* What tests read back. */
 static int accepted, established, disconnected, rejected, failed;
@@ -230,6 +245,40 @@ static void client_start(struct echo_conn *c)
 	c->tx->length = cpu_to_le32(ECHO_BUF);
 }
 
+/* flush_test: receives in flight, then an abrupt disconnect. */
+static void flush_test_start(void)
+{
+	struct kdat_iov iov;
+	int i;
+
+	for (i = 0; i < FLUSH_RECVS; i++) {
+		iov = (struct kdat_iov){ .lmr = flush_lmr, .offset = i * 64, .length = 64 };
+		if (kdat_ep_post_recv(client_ep, &iov, 1, 100 + i))
+			dto_errors++;
+	}
+	kdat_ep_disconnect(client_ep, KDAT_CLOSE_ABRUPT);
+}
+
+static void flush_test_event(const struct kdat_event_info *ev)
+{
+	struct kdat_iov iov = { .lmr = flush_lmr, .length = 8 };
+
+	if (ev->number == KDAT_DAT_DTO_COMPLETION_EVENT) {
+		if (ev->dto_status != KDAT_DAT_DTO_ERR_FLUSHED)
+			dto_errors++;
+		else if (client_disconnected)
+			flushed_after_disconnect++;
+		else
+			flushed_before_disconnect++;
+		return;
+	}
+	if (ev->number == KDAT_DAT_CONNECTION_EVENT_DISCONNECTED) {
+		client_disconnected = true;
+		snprintf(post_after_disconnect, sizeof(post_after_disconnect), "0x%x",
+			 kdat_ep_post_send(client_ep, &iov, 1, 999));
+	}
+}
+
 /* One data transfer completion, on either side. */
 static void echo_dto(const struct kdat_event_info *ev)
 {
@@ -343,6 +392,8 @@ static void echo_event_work(struct work_struct *work)
 		return;
 	while (!kdat_evd_dequeue(evd, ev, NULL)) {
 		strscpy(last_event, event_name(ev->number), sizeof(last_event));
+		if (flush_test && ev->ep == client_ep)
+			flush_test_event(ev);
 		switch (ev->number) {
 		case KDAT_DAT_CONNECTION_REQUEST_EVENT:
 			echo_request(ev->cr, ev);
@@ -354,13 +405,16 @@ static void echo_event_work(struct work_struct *work)
 				peer_pdata[ev->private_data_size] = '\0';
 				if (data && conn_find(client_ep))
 					client_start(conn_find(client_ep));
+				else if (flush_test)
+					flush_test_start();
 				else
 					kdat_ep_disconnect(client_ep, KDAT_CLOSE_GRACEFUL);
 			}
 			break;
 		case KDAT_DAT_DTO_COMPLETION_EVENT:
 		case KDAT_DAT_RMR_BIND_COMPLETION_EVENT:
-			echo_dto(ev);
+			if (!(flush_test && ev->ep == client_ep))
+				echo_dto(ev);
 			break;
 		case KDAT_DAT_CONNECTION_EVENT_PEER_REJECTED:
 			rejected++;
@@ -394,9 +448,15 @@ static int echo_connect(void)
 
 	if (!in4_pton(connect_addr, -1, (u8 *)&sin.sin_addr.s_addr, '\0', NULL))
 		return -EINVAL;
-	ret = kdat_ep_create(ia, evd, data ? evd : NULL, data ? evd : NULL, &attr, &client_ep);
+	ret = kdat_ep_create(ia, evd, data || flush_test ? evd : NULL,
+			     data || flush_test ? evd : NULL, &attr, &client_ep);
 	if (ret)
 		return -ENOMEM;
+	if (flush_test) {
+		flush_buf = kzalloc(64 * FLUSH_RECVS, GFP_KERNEL);
+		if (!flush_buf || kdat_lmr_create(ia, flush_buf, 64 * FLUSH_RECVS, &flush_lmr))
+			return -ENOMEM;
+	}
 	/* receives may be posted before the connection exists */
 	if (data && !conn_new(client_ep, false))
 		return -ENOMEM;
@@ -440,6 +500,7 @@ err_ia:
 	cancel_work_sync(&event_work);
 	kdat_ia_close(ia, KDAT_IA_CLOSE_ABRUPT);
 	conns_release_all();
+	kfree(flush_buf);
 	flush_workqueue(echo_wq);
 err_wq:
 	destroy_workqueue(echo_wq);
@@ -453,6 +514,7 @@ static void __exit echo_exit(void)
 	/* Abrupt close frees the PSP, EPs (peers see DISCONNECTED), EVD and memory. */
 	kdat_ia_close(ia, KDAT_IA_CLOSE_ABRUPT);
 	conns_release_all();
+	kfree(flush_buf);
 	flush_workqueue(echo_wq);
 	destroy_workqueue(echo_wq);
 }

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from kdat_harness import guest
-from kdat_harness.dat import Kdat, ipv4, next_port
+from kdat_harness.dat import DAT, Kdat, ipv4, next_port
 
 ECHO_KO = os.path.join(guest.REPO, "kmod", "kdat_echo.ko")
 PARAMS = "/sys/module/kdat_echo/parameters"
@@ -119,3 +119,17 @@ def test_kernel_eps_exchange_data_send_recv_rdma_write_and_read(echo, rdma):
     assert param("dto_errors") == "0"
     assert param("failed") == "0"
     assert param("peer_pdata") == "echo:kernel"
+
+
+def test_abrupt_disconnect_flushes_posted_receives_before_disconnected(echo, rdma):
+    """Seed 001: abrupt disconnect completes outstanding requests unsuccessfully (flushed), every
+    completion is queued before DISCONNECTED on a shared EVD, and nothing is posted afterwards."""
+    port = next_port()
+    echo(listen_port=port, connect_addr=rdma["KDAT_TEST_ADDR"], connect_port=port, flush_test=1)
+    wait_param("flushed_before_disconnect", "3")
+    wait_param("disconnected", "2")
+    assert param("flushed_after_disconnect") == "0"
+    assert param("dto_errors") == "0"
+    d = DAT
+    want = d["DAT_CLASS_ERROR"] | d["DAT_INVALID_STATE"] | d["DAT_INVALID_STATE_EP_DISCONNECTED"]
+    assert int(param("post_after_disconnect"), 16) == want
