@@ -526,6 +526,7 @@ out:
 	mutex_unlock(&ctx->lock);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(kdat_ia_query);
 
 /* ---- EVD ------------------------------------------------------------------------------ */
 
@@ -567,6 +568,7 @@ kdat_ret_t kdat_evd_create(struct kdat_ia *ia, u32 qlen, u32 flags,
 		kfree(evd);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(kdat_evd_create);
 
 static void kdat_evd_drain(struct kdat_evd *evd)
 {
@@ -612,6 +614,7 @@ kdat_ret_t kdat_evd_free(struct kdat_evd *evd)
 	mutex_unlock(&ctx->lock);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(kdat_evd_free);
 
 /* Takes the oldest event, converting nothing: handles are read by the caller. */
 static kdat_ret_t kdat_evd_take(struct kdat_evd *evd, struct kdat_event_info *ev,
@@ -693,6 +696,7 @@ kdat_ret_t kdat_evd_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
 		kdat_event_put_refs(ev);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(kdat_evd_wait);
 
 kdat_ret_t kdat_evd_dequeue(struct kdat_evd *evd, struct kdat_event_info *ev, u32 *nmore)
 {
@@ -702,6 +706,7 @@ kdat_ret_t kdat_evd_dequeue(struct kdat_evd *evd, struct kdat_event_info *ev, u3
 		kdat_event_put_refs(ev);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(kdat_evd_dequeue);
 
 /* ---- EP --------------------------------------------------------------------------------- */
 
@@ -904,6 +909,7 @@ kdat_ret_t kdat_ep_create(struct kdat_ia *ia, struct kdat_evd *conn,
 	*out = ep;
 	return KDAT_DAT_SUCCESS;
 }
+EXPORT_SYMBOL_GPL(kdat_ep_create);
 
 /*
  * Detaches the EP's connection id (and stops its timer); the caller destroys
@@ -1036,6 +1042,7 @@ kdat_ret_t kdat_ep_free(struct kdat_ep *ep)
 	kdat_ep_finish(ep, id);
 	return KDAT_DAT_SUCCESS;
 }
+EXPORT_SYMBOL_GPL(kdat_ep_free);
 
 static void kdat_sockaddr_to_ss(struct sockaddr_storage *dst, struct sockaddr *src)
 {
@@ -1068,6 +1075,7 @@ kdat_ret_t kdat_ep_query(struct kdat_ep *ep, struct kdat_ep_info *info)
 	mutex_unlock(&ctx->lock);
 	return KDAT_DAT_SUCCESS;
 }
+EXPORT_SYMBOL_GPL(kdat_ep_query);
 
 kdat_ret_t kdat_ep_modify(struct kdat_ep *ep, u32 mask, const struct kdat_ep_attr *a)
 {
@@ -1105,6 +1113,7 @@ out:
 	mutex_unlock(&ctx->lock);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(kdat_ep_modify);
 
 kdat_ret_t kdat_ep_reset(struct kdat_ep *ep)
 {
@@ -1139,6 +1148,7 @@ kdat_ret_t kdat_ep_reset(struct kdat_ep *ep)
 	kdat_ep_destroy_id(ep, id);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(kdat_ep_reset);
 
 static kdat_ret_t kdat_check_private_data(const void *pdata, s32 size, u32 max)
 {
@@ -1305,6 +1315,7 @@ out:
 	mutex_unlock(&ctx->lock);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(kdat_ep_connect);
 
 kdat_ret_t kdat_ep_dup_connect(struct kdat_ep *ep, struct kdat_ep *dup, u32 timeout_us,
 			       const void *pdata, s32 pdata_size, u32 qos)
@@ -1361,6 +1372,7 @@ out:
 	mutex_unlock(&ctx->lock);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(kdat_ep_dup_connect);
 
 kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 {
@@ -1433,6 +1445,7 @@ out:
 	kdat_ep_destroy_id(ep, id);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(kdat_ep_disconnect);
 
 /* ---- service points -------------------------------------------------------------------- */
 
@@ -1538,6 +1551,7 @@ kdat_ret_t kdat_psp_create(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd *e
 {
 	return kdat_sp_create(ia, conn_qual, evd, flags, NULL, psp);
 }
+EXPORT_SYMBOL_GPL(kdat_psp_create);
 
 kdat_ret_t kdat_rsp_create(struct kdat_ia *ia, u64 conn_qual, struct kdat_ep *ep,
 			   struct kdat_evd *evd, struct kdat_sp **rsp)
@@ -1546,6 +1560,7 @@ kdat_ret_t kdat_rsp_create(struct kdat_ia *ia, u64 conn_qual, struct kdat_ep *ep
 		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
 	return kdat_sp_create(ia, conn_qual, evd, KDAT_PSP_CONSUMER, ep, rsp);
 }
+EXPORT_SYMBOL_GPL(kdat_rsp_create);
 
 /* Caller holds ctx->lock; returns the listening id to destroy after unlocking. */
 static struct rdma_cm_id *kdat_sp_kill(struct kdat_sp *sp)
@@ -1598,6 +1613,7 @@ kdat_ret_t kdat_sp_free(struct kdat_sp *sp)
 	kdat_sp_finish(sp, id);
 	return KDAT_DAT_SUCCESS;
 }
+EXPORT_SYMBOL_GPL(kdat_sp_free);
 
 /* ---- connection requests ---------------------------------------------------------------- */
 
@@ -1646,6 +1662,7 @@ kdat_ret_t kdat_cr_query(struct kdat_cr *cr, struct kdat_cr_info *info)
 	mutex_unlock(&ctx->lock);
 	return KDAT_DAT_SUCCESS;
 }
+EXPORT_SYMBOL_GPL(kdat_cr_query);
 
 /*
  * rdma_accept() must run under the id's handler mutex, which ranks above
@@ -1773,6 +1790,7 @@ out:
 	}
 	return ret;
 }
+EXPORT_SYMBOL_GPL(kdat_cr_accept);
 
 kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *pdata, s32 pdata_size)
 {
@@ -1817,6 +1835,7 @@ kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *pdata, s32 pdata_size)
 	}
 	return KDAT_DAT_SUCCESS;
 }
+EXPORT_SYMBOL_GPL(kdat_cr_reject);
 
 /* ---- orphaned ids: a half-made connection we walked away from ------------------ */
 
@@ -2426,22 +2445,3 @@ kdat_ret_t kdat_ia_close(struct kdat_ia *ia, u32 flags)
 }
 EXPORT_SYMBOL_GPL(kdat_ia_close);
 
-EXPORT_SYMBOL_GPL(kdat_ia_query);
-EXPORT_SYMBOL_GPL(kdat_evd_create);
-EXPORT_SYMBOL_GPL(kdat_evd_free);
-EXPORT_SYMBOL_GPL(kdat_evd_wait);
-EXPORT_SYMBOL_GPL(kdat_evd_dequeue);
-EXPORT_SYMBOL_GPL(kdat_ep_create);
-EXPORT_SYMBOL_GPL(kdat_ep_free);
-EXPORT_SYMBOL_GPL(kdat_ep_query);
-EXPORT_SYMBOL_GPL(kdat_ep_modify);
-EXPORT_SYMBOL_GPL(kdat_ep_reset);
-EXPORT_SYMBOL_GPL(kdat_ep_connect);
-EXPORT_SYMBOL_GPL(kdat_ep_dup_connect);
-EXPORT_SYMBOL_GPL(kdat_ep_disconnect);
-EXPORT_SYMBOL_GPL(kdat_psp_create);
-EXPORT_SYMBOL_GPL(kdat_rsp_create);
-EXPORT_SYMBOL_GPL(kdat_sp_free);
-EXPORT_SYMBOL_GPL(kdat_cr_query);
-EXPORT_SYMBOL_GPL(kdat_cr_accept);
-EXPORT_SYMBOL_GPL(kdat_cr_reject);

@@ -208,6 +208,7 @@ kdat_ret_t kdat_ep_post_recv(struct kdat_ep *ep, const struct kdat_iov *iov, u32
 	}
 	return KDAT_DAT_SUCCESS;
 }
+EXPORT_SYMBOL_GPL(kdat_ep_post_recv);
 
 static kdat_ret_t kdat_post_send_wr(struct kdat_ep *ep, struct ib_send_wr *wr,
 				    struct kdat_wr *ctx)
@@ -291,7 +292,6 @@ kdat_ret_t kdat_ep_post_rdma_read(struct kdat_ep *ep, const struct kdat_iov *iov
 	return kdat_ep_post(ep, iov, n_iov, cookie, KDAT_WR_RDMA_READ, target, rmr_context);
 }
 EXPORT_SYMBOL_GPL(kdat_ep_post_rdma_read);
-EXPORT_SYMBOL_GPL(kdat_ep_post_recv);
 
 /* ---- disconnect support --------------------------------------------------------------- */
 

@@ -602,9 +602,11 @@ static long kdat_ioc_cr_accept(struct kdat_ctx *ctx, void __user *uarg)
 	if (a.reserved)
 		return -EINVAL;
 	cr = kdat_get(ctx, a.cr, KDAT_OBJ_CR);
+	if (cr && a.ep)
+		ep = kdat_get(ctx, a.ep, KDAT_OBJ_EP);
 	if (!cr)
 		a.status = KDAT_BAD_HANDLE(KDAT_DAT_INVALID_HANDLE_CR);
-	else if (a.ep && !(ep = kdat_get(ctx, a.ep, KDAT_OBJ_EP)))
+	else if (a.ep && !ep)
 		a.status = KDAT_BAD_HANDLE(KDAT_DAT_INVALID_HANDLE_EP);
 	else
 		a.status = kdat_cr_accept(cr, ep, a.private_data, a.private_data_size);

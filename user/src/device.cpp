@@ -1,14 +1,12 @@
-#include <kdat/device.hpp>
-
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <uapi/kdat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <kdat/device.hpp>
 #include <utility>
-
-#include <uapi/kdat.h>
 
 namespace kdat {
 

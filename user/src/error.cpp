@@ -1,6 +1,5 @@
-#include <kdat/error.hpp>
-
 #include <cerrno>
+#include <kdat/error.hpp>
 #include <string>
 
 namespace kdat {
@@ -45,7 +44,8 @@ Error::Error(DatReturn code, const std::string &what)
 DatReturn dat_from_errno(int err) {
   switch (err) {
     case 0: return {KDAT_DAT_SUCCESS};
-    case ENOMEM: return {KDAT_DAT_CLASS_ERROR | KDAT_DAT_INSUFFICIENT_RESOURCES | KDAT_DAT_RESOURCE_MEMORY};
+    case ENOMEM:
+      return {KDAT_DAT_CLASS_ERROR | KDAT_DAT_INSUFFICIENT_RESOURCES | KDAT_DAT_RESOURCE_MEMORY};
     case ENOENT:
     case ENODEV:
     case ENXIO: return {KDAT_DAT_CLASS_ERROR | KDAT_DAT_PROVIDER_NOT_FOUND};

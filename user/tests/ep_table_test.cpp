@@ -1,10 +1,9 @@
 // The C++ side reads the same endpoint state table as kdat.ko (include/kdat/ep_table.h).
 #include <gtest/gtest.h>
+#include <kdat/ep_table.h>
 
 #include <array>
 #include <set>
-
-#include <kdat/ep_table.h>
 
 namespace {
 
@@ -22,13 +21,13 @@ TEST(EpTable, NineStatesAllValid) {
 
 TEST(EpTable, EveryRuleIsWhatLookupReturns) {
   int rules = 0;
-#define KDAT_TEST_RULE_(st, stim, act, nxt, ev)                                 \
-  {                                                                             \
-    const auto step = kdat_ep_lookup(KDAT_EP_##st, KDAT_EP_STIM_##stim);        \
+#define KDAT_TEST_RULE_(st, stim, act, nxt, ev)                                    \
+  {                                                                                \
+    const auto step = kdat_ep_lookup(KDAT_EP_##st, KDAT_EP_STIM_##stim);           \
     EXPECT_EQ(step.action, static_cast<unsigned>(KDAT_EP_##act)) << #st " " #stim; \
     EXPECT_EQ(step.next, static_cast<unsigned>(KDAT_EP_##nxt)) << #st " " #stim;   \
-    EXPECT_EQ(step.event, KDAT_EP_EVENT_##ev) << #st " " #stim;                 \
-    ++rules;                                                                    \
+    EXPECT_EQ(step.event, KDAT_EP_EVENT_##ev) << #st " " #stim;                    \
+    ++rules;                                                                       \
   }
   KDAT_EP_RULES(KDAT_TEST_RULE_)
 #undef KDAT_TEST_RULE_

@@ -1,7 +1,6 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
-
 #include <kdat/device.hpp>
 #include <kdat/error.hpp>
 

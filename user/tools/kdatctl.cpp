@@ -2,7 +2,6 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-
 #include <kdat/device.hpp>
 
 namespace {

@@ -2,9 +2,8 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
-
 #include <kdat/error.hpp>
+#include <string>
 
 namespace kdat {
 

@@ -1,11 +1,11 @@
 // Errors of libkdat: every failure carries a DAT return code (type and subtype).
 #pragma once
 
+#include <uapi/kdat_dat.h>
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-
-#include <uapi/kdat_dat.h>
 
 namespace kdat {
 

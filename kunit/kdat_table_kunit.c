@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KUnit: the endpoint state table (include/kdat/ep_table.h) against the
+ * seeds' rules, pair by pair, as the kernel compiles it.
+ */
+#include <kunit/test.h>
+#include <kdat/ep_table.h>
+
+static const unsigned int states[] = {
+#define S_(name) KDAT_EP_##name,
+	KDAT_EP_STATES(S_)
+#undef S_
+};
+
+static struct kdat_ep_step step(unsigned int st, unsigned int stim)
+{
+	return kdat_ep_lookup(st, stim);
+}
+
+/* Every (state, stimulus) pair has an answer, and an operation never goes STALE. */
+static void table_every_pair(struct kunit *test)
+{
+	unsigned int i, stim;
+
+	for (i = 0; i < ARRAY_SIZE(states); i++) {
+		for (stim = 0; stim < KDAT_EP_STIM_COUNT; stim++) {
+			struct kdat_ep_step s = step(states[i], stim);
+
+			KUNIT_EXPECT_TRUE(test, kdat_ep_state_valid(s.next));
+			if (!kdat_ep_stimulus_is_event(stim))
+				KUNIT_EXPECT_NE(test, s.action, (unsigned int)KDAT_EP_STALE);
+			if (s.action != KDAT_EP_GO)
+				KUNIT_EXPECT_EQ(test, s.next, states[i]);
+			if (s.action == KDAT_EP_INVALID || s.action == KDAT_EP_STALE)
+				KUNIT_EXPECT_EQ(test, s.event, KDAT_EP_EVENT_NONE);
+		}
+	}
+}
+
+/* Breadth-first from UNCONNECTED over GO transitions reaches all nine states. */
+static void table_every_state_reachable(struct kunit *test)
+{
+	bool seen[KDAT_EP_STATE_LIMIT] = { [KDAT_EP_UNCONNECTED] = true };
+	unsigned int queue[KDAT_EP_STATE_LIMIT], head = 0, tail = 0, i, stim;
+
+	queue[tail++] = KDAT_EP_UNCONNECTED;
+	while (head < tail) {
+		unsigned int st = queue[head++];
+
+		for (stim = 0; stim < KDAT_EP_STIM_COUNT; stim++) {
+			struct kdat_ep_step s = step(st, stim);
+
+			if (s.action == KDAT_EP_GO && !seen[s.next]) {
+				seen[s.next] = true;
+				queue[tail++] = s.next;
+			}
+		}
+	}
+	for (i = 0; i < ARRAY_SIZE(states); i++)
+		KUNIT_EXPECT_TRUE_MSG(test, seen[states[i]], "state %u unreachable", states[i]);
+}
+
+/* Seed 000: connect and dup_connect only from UNCONNECTED; one event per outcome. */
+static void table_seed000_connect(struct kunit *test)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(states); i++) {
+		struct kdat_ep_step c = step(states[i], KDAT_EP_STIM_CONNECT);
+		struct kdat_ep_step d = step(states[i], KDAT_EP_STIM_DUP_CONNECT);
+		unsigned int want = states[i] == KDAT_EP_UNCONNECTED ? KDAT_EP_GO : KDAT_EP_INVALID;
+
+		KUNIT_EXPECT_EQ(test, c.action, want);
+		KUNIT_EXPECT_EQ(test, d.action, want);
+	}
+	KUNIT_EXPECT_EQ(test, step(KDAT_EP_ACTIVE_CONNECTION_PENDING, KDAT_EP_STIM_TIMEOUT).event,
+			KDAT_EP_EVENT_TIMED_OUT);
+	KUNIT_EXPECT_EQ(test, step(KDAT_EP_ACTIVE_CONNECTION_PENDING,
+				   KDAT_EP_STIM_PEER_REJECTED).event, KDAT_EP_EVENT_PEER_REJECTED);
+	KUNIT_EXPECT_EQ(test, step(KDAT_EP_ACTIVE_CONNECTION_PENDING,
+				   KDAT_EP_STIM_NON_PEER_REJECTED).event,
+			KDAT_EP_EVENT_NON_PEER_REJECTED);
+	KUNIT_EXPECT_EQ(test, step(KDAT_EP_ACTIVE_CONNECTION_PENDING,
+				   KDAT_EP_STIM_UNREACHABLE).event, KDAT_EP_EVENT_UNREACHABLE);
+	KUNIT_EXPECT_EQ(test, step(KDAT_EP_ACTIVE_CONNECTION_PENDING,
+				   KDAT_EP_STIM_ESTABLISHED).next, (unsigned int)KDAT_EP_CONNECTED);
+	/* a late accept after the timeout posts nothing */
+	KUNIT_EXPECT_EQ(test, step(KDAT_EP_DISCONNECTED, KDAT_EP_STIM_ESTABLISHED).action,
+			(unsigned int)KDAT_EP_STALE);
+}
+
+/* Seed 001: which states may be disconnected, and how. */
+static void table_seed001_disconnect(struct kunit *test)
+{
+	static const unsigned int refused[] = {
+		KDAT_EP_UNCONNECTED, KDAT_EP_RESERVED, KDAT_EP_PASSIVE_CONNECTION_PENDING,
+		KDAT_EP_TENTATIVE_CONNECTION_PENDING,
+	};
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(refused); i++) {
+		KUNIT_EXPECT_EQ(test, step(refused[i], KDAT_EP_STIM_DISCONNECT_ABRUPT).action,
+				(unsigned int)KDAT_EP_INVALID);
+		KUNIT_EXPECT_EQ(test, step(refused[i], KDAT_EP_STIM_DISCONNECT_GRACEFUL).action,
+				(unsigned int)KDAT_EP_INVALID);
+	}
+	KUNIT_EXPECT_EQ(test, step(KDAT_EP_CONNECTED, KDAT_EP_STIM_DISCONNECT_GRACEFUL).next,
+			(unsigned int)KDAT_EP_DISCONNECT_PENDING);
+	KUNIT_EXPECT_EQ(test, step(KDAT_EP_DISCONNECT_PENDING,
+				   KDAT_EP_STIM_DISCONNECT_GRACEFUL).action,
+			(unsigned int)KDAT_EP_NOOP);
+	KUNIT_EXPECT_EQ(test, step(KDAT_EP_DISCONNECT_PENDING,
+				   KDAT_EP_STIM_DISCONNECT_ABRUPT).next,
+			(unsigned int)KDAT_EP_DISCONNECTED);
+	KUNIT_EXPECT_EQ(test, step(KDAT_EP_DISCONNECTED, KDAT_EP_STIM_DISCONNECT_ABRUPT).action,
+			(unsigned int)KDAT_EP_NOOP);
+	KUNIT_EXPECT_EQ(test, step(KDAT_EP_DISCONNECT_PENDING, KDAT_EP_STIM_POST_SEND).action,
+			(unsigned int)KDAT_EP_INVALID);
+	KUNIT_EXPECT_EQ(test, step(KDAT_EP_ACTIVE_CONNECTION_PENDING,
+				   KDAT_EP_STIM_DISCONNECT_GRACEFUL).next,
+			(unsigned int)KDAT_EP_DISCONNECTED);
+	KUNIT_EXPECT_EQ(test, step(KDAT_EP_COMPLETION_PENDING,
+				   KDAT_EP_STIM_DISCONNECT_ABRUPT).event, KDAT_EP_EVENT_DISCONNECTED);
+}
+
+/* Seed 003: accept on UNCONNECTED / PASSIVE / TENTATIVE only; failure is ACCEPT_COMPLETION_ERROR. */
+static void table_seed003_accept(struct kunit *test)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(states); i++) {
+		unsigned int st = states[i];
+		bool ok = st == KDAT_EP_UNCONNECTED || st == KDAT_EP_PASSIVE_CONNECTION_PENDING ||
+			  st == KDAT_EP_TENTATIVE_CONNECTION_PENDING;
+
+		KUNIT_EXPECT_EQ(test, step(st, KDAT_EP_STIM_ACCEPT).action,
+				ok ? (unsigned int)KDAT_EP_GO : (unsigned int)KDAT_EP_INVALID);
+	}
+	KUNIT_EXPECT_EQ(test, step(KDAT_EP_COMPLETION_PENDING, KDAT_EP_STIM_ACCEPT_FAILED).event,
+			KDAT_EP_EVENT_ACCEPT_COMPLETION_ERROR);
+	KUNIT_EXPECT_EQ(test, step(KDAT_EP_COMPLETION_PENDING, KDAT_EP_STIM_TIMEOUT).next,
+			(unsigned int)KDAT_EP_DISCONNECTED);
+}
+
+static struct kunit_case kdat_table_cases[] = {
+	KUNIT_CASE(table_every_pair),
+	KUNIT_CASE(table_every_state_reachable),
+	KUNIT_CASE(table_seed000_connect),
+	KUNIT_CASE(table_seed001_disconnect),
+	KUNIT_CASE(table_seed003_accept),
+	{}
+};
+
+static struct kunit_suite kdat_table_suite = {
+	.name = "kdat_ep_table",
+	.test_cases = kdat_table_cases,
+};
+kunit_test_suite(kdat_table_suite);
+
+MODULE_DESCRIPTION("KUnit: the kdat endpoint state table");
+MODULE_LICENSE("GPL");
