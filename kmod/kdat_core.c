@@ -1655,6 +1655,9 @@ kdat_ret_t kdat_cr_query(struct kdat_cr *cr, struct kdat_cr_info *info)
 	info->ep = cr->ep;
 	info->remote_rdma_read_in = cr->remote_ird;
 	info->remote_rdma_read_out = cr->remote_ord;
+	info->remote_retry_count = cr->remote_retry_count;
+	info->remote_rnr_retry_count = cr->remote_rnr_retry_count;
+	info->remote_flow_control = cr->remote_flow_control;
 	info->remote_addr = cr->remote_addr;
 	info->local_addr = cr->local_addr;
 	info->private_data_size = cr->private_data_size;
@@ -2011,6 +2014,9 @@ static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
 	 */
 	cr->remote_ird = ev->param.conn.initiator_depth;
 	cr->remote_ord = ev->param.conn.responder_resources;
+	cr->remote_retry_count = ev->param.conn.retry_count;
+	cr->remote_rnr_retry_count = ev->param.conn.rnr_retry_count;
+	cr->remote_flow_control = ev->param.conn.flow_control;
 	len = kdat_pdata_unwrap(ev->param.conn.private_data, ev->param.conn.private_data_len,
 				&pdata);
 	memcpy(cr->private_data, pdata, len);

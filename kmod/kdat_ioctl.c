@@ -570,6 +570,8 @@ static long kdat_ioc_cr_query(struct kdat_ctx *ctx, void __user *uarg)
 	long ret;
 
 	KDAT_IN(kdat_cr_query, a, uarg);
+	if (kdat_nonzero(a.reserved, sizeof(a.reserved)))
+		return -EINVAL;
 	info = kzalloc(sizeof(*info), GFP_KERNEL);
 	if (!info)
 		return -ENOMEM;
@@ -587,6 +589,9 @@ static long kdat_ioc_cr_query(struct kdat_ctx *ctx, void __user *uarg)
 		memcpy(a.private_data, info->private_data, info->private_data_size);
 		kdat_addr_out(&a.remote_addr, &info->remote_addr);
 		kdat_addr_out(&a.local_addr, &info->local_addr);
+		a.remote_retry_count = info->remote_retry_count;
+		a.remote_rnr_retry_count = info->remote_rnr_retry_count;
+		a.remote_flow_control = info->remote_flow_control;
 	}
 	kfree(info);
 	ret = KDAT_OUT(a, uarg);

@@ -191,6 +191,7 @@ struct kdat_cr {
 	bool remote_gone;		/* the requester gave up before our answer */
 	bool busy;			/* an accept/reject owns cm_id right now */
 	u32 remote_ird, remote_ord;
+	u8 remote_retry_count, remote_rnr_retry_count, remote_flow_control;
 	struct sockaddr_storage remote_addr;
 	struct sockaddr_storage local_addr;
 	u8 private_data[KDAT_PRIVATE_DATA_MAX];

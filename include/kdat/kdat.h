@@ -99,6 +99,9 @@ struct kdat_cr_info {
 	struct sockaddr_storage local_addr;
 	u32 private_data_size;
 	u8 private_data[KDAT_PRIVATE_DATA_MAX];
+	u8 remote_retry_count;
+	u8 remote_rnr_retry_count;
+	u8 remote_flow_control;
 };
 
 /* Called (process context, kdat locks held) each time an event is queued. */

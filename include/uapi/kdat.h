@@ -345,6 +345,11 @@ struct kdat_cr_query {
 	struct kdat_addr remote_addr; /* out: the remote IA address and port qualifier */
 	struct kdat_addr local_addr;  /* out: with the connection qualifier */
 	__u8 private_data[KDAT_PRIVATE_DATA_MAX];
+	/* out: the requester's transport settings, as its rdma_conn_param carried them */
+	__u8 remote_retry_count;
+	__u8 remote_rnr_retry_count;
+	__u8 remote_flow_control;
+	__u8 reserved[5];
 };
 
 struct kdat_cr_accept {

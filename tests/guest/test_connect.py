@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from kdat_harness.dat import (CONNECT_PDATA_MAX, DAT, client, expect_dat_error, host_addr, invalid_state_subtype,  # noqa: F401
+from kdat_harness.dat import (CONNECT_PDATA_MAX, DAT, client, connect_pair, expect_dat_error, host_addr, invalid_state_subtype,  # noqa: F401
                               kdat_files, next_port, server, wait_cr, wait_state)
 from kdat_harness.guest import UAPI
 
@@ -250,3 +250,12 @@ def test_connect_again_after_reset(client, server):
     server.k.cr_accept(crev.cr, sep)
     client.k.expect_event(client.evd, "ESTABLISHED")
     assert wait_state(client.k, cep, "CONNECTED") == "CONNECTED"
+
+
+def test_retry_counts_and_flow_control_reach_the_wire(client, server):
+    """Seed 004: retry_count, rnr_retry_count and flow_control go into rdma_conn_param; the passive
+    side sees the requester's values in its CR."""
+    p = connect_pair(client, server,
+                     client_attrs=dict(retry_count=3, rnr_retry_count=5, flow_control=1))
+    assert (p.cr.remote_retry_count, p.cr.remote_rnr_retry_count, p.cr.remote_flow_control) == (
+        3, 5, 1)
