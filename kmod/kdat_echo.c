@@ -15,6 +15,11 @@
  * With flush_test=1 the client pre-posts receives once connected and
  * disconnects abruptly: they must all complete as flushed before its
  * DISCONNECTED event (seed 001), and a send afterwards must be refused.
+ * With graceful_test=1 the client sends to a server EP that has no receive
+ * posted (RNR: the send stays in flight), disconnects gracefully and records
+ * what seed 001 says of DISCONNECT_PENDING: the state, a refused send, a
+ * second graceful call that changes nothing, and an abrupt call that ends it
+ * with the pending send flushed before DISCONNECTED.
  * Counters and the last outcome are read-only parameters in
  * /sys/module/kdat_echo/parameters/, for tests.
  */
@@ -50,6 +55,17 @@ module_param(flushed_after_disconnect, int, 0444);
 static char post_after_disconnect[16] = "none";
 module_param_string(post_after_disconnect, post_after_disconnect,
 		    sizeof(post_after_disconnect), 0444);
+static bool graceful_test;
+module_param(graceful_test, bool, 0444);
+static int gt_state_after_graceful = -1, gt_state_after_second = -1, gt_state_after_abrupt = -1;
+static int gt_flushed_sends;
+module_param(gt_state_after_graceful, int, 0444);
+module_param(gt_state_after_second, int, 0444);
+module_param(gt_state_after_abrupt, int, 0444);
+module_param(gt_flushed_sends, int, 0444);
+static char gt_post_in_pending[16] = "none", gt_second_graceful[16] = "none";
+module_param_string(gt_post_in_pending, gt_post_in_pending, sizeof(gt_post_in_pending), 0444);
+module_param_string(gt_second_graceful, gt_second_graceful, sizeof(gt_second_graceful), 0444);
 #define FLUSH_RECVS	3
 static u8 *flush_buf;
 static struct kdat_lmr *flush_lmr;
@@ -259,10 +275,47 @@ static void flush_test_start(void)
 	kdat_ep_disconnect(client_ep, KDAT_CLOSE_ABRUPT);
 }
 
+static int ep_state(struct kdat_ep *ep)
+{
+	struct kdat_ep_info *info = kzalloc(sizeof(*info), GFP_KERNEL);
+	int state = -1;
+
+	if (info && !kdat_ep_query(ep, info))
+		state = info->state;
+	kfree(info);
+	return state;
+}
+
+/* graceful_test: a send the peer cannot take (no receive posted), then disconnects. */
+static void graceful_test_start(void)
+{
+	struct kdat_iov iov = { .lmr = flush_lmr, .length = 8 };
+
+	if (kdat_ep_post_send(client_ep, &iov, 1, 200))
+		dto_errors++;
+	kdat_ep_disconnect(client_ep, KDAT_CLOSE_GRACEFUL);
+	gt_state_after_graceful = ep_state(client_ep);
+	snprintf(gt_post_in_pending, sizeof(gt_post_in_pending), "0x%x",
+		 kdat_ep_post_send(client_ep, &iov, 1, 201));
+	snprintf(gt_second_graceful, sizeof(gt_second_graceful), "0x%x",
+		 kdat_ep_disconnect(client_ep, KDAT_CLOSE_GRACEFUL));
+	gt_state_after_second = ep_state(client_ep);
+	kdat_ep_disconnect(client_ep, KDAT_CLOSE_ABRUPT);
+	gt_state_after_abrupt = ep_state(client_ep);
+}
+
 static void flush_test_event(const struct kdat_event_info *ev)
 {
 	struct kdat_iov iov = { .lmr = flush_lmr, .length = 8 };
 
+	if (ev->number == KDAT_DAT_DTO_COMPLETION_EVENT && graceful_test) {
+		if (ev->dto_status == KDAT_DAT_DTO_ERR_FLUSHED && !client_disconnected &&
+		    ev->cookie == 200)
+			gt_flushed_sends++;
+		else
+			dto_errors++;
+		return;
+	}
 	if (ev->number == KDAT_DAT_DTO_COMPLETION_EVENT) {
 		if (ev->dto_status != KDAT_DAT_DTO_ERR_FLUSHED)
 			dto_errors++;
@@ -392,7 +445,7 @@ static void echo_event_work(struct work_struct *work)
 		return;
 	while (!kdat_evd_dequeue(evd, ev, NULL)) {
 		strscpy(last_event, event_name(ev->number), sizeof(last_event));
-		if (flush_test && ev->ep == client_ep)
+		if ((flush_test || graceful_test) && ev->ep == client_ep)
 			flush_test_event(ev);
 		switch (ev->number) {
 		case KDAT_DAT_CONNECTION_REQUEST_EVENT:
@@ -407,13 +460,15 @@ static void echo_event_work(struct work_struct *work)
 					client_start(conn_find(client_ep));
 				else if (flush_test)
 					flush_test_start();
+				else if (graceful_test)
+					graceful_test_start();
 				else
 					kdat_ep_disconnect(client_ep, KDAT_CLOSE_GRACEFUL);
 			}
 			break;
 		case KDAT_DAT_DTO_COMPLETION_EVENT:
 		case KDAT_DAT_RMR_BIND_COMPLETION_EVENT:
-			if (!(flush_test && ev->ep == client_ep))
+			if (!((flush_test || graceful_test) && ev->ep == client_ep))
 				echo_dto(ev);
 			break;
 		case KDAT_DAT_CONNECTION_EVENT_PEER_REJECTED:
@@ -444,15 +499,15 @@ static int echo_connect(void)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	struct kdat_ep_attr attr = echo_attr;
+	bool dtos = data || flush_test || graceful_test;
 	kdat_ret_t ret;
 
 	if (!in4_pton(connect_addr, -1, (u8 *)&sin.sin_addr.s_addr, '\0', NULL))
 		return -EINVAL;
-	ret = kdat_ep_create(ia, evd, data || flush_test ? evd : NULL,
-			     data || flush_test ? evd : NULL, &attr, &client_ep);
+	ret = kdat_ep_create(ia, evd, dtos ? evd : NULL, dtos ? evd : NULL, &attr, &client_ep);
 	if (ret)
 		return -ENOMEM;
-	if (flush_test) {
+	if (flush_test || graceful_test) {
 		flush_buf = kzalloc(64 * FLUSH_RECVS, GFP_KERNEL);
 		if (!flush_buf || kdat_lmr_create(ia, flush_buf, 64 * FLUSH_RECVS, &flush_lmr))
 			return -ENOMEM;

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from kdat_harness import guest
-from kdat_harness.dat import DAT, Kdat, ipv4, next_port
+from kdat_harness.dat import DAT, TABLE, Kdat, ipv4, next_port
 
 ECHO_KO = os.path.join(guest.REPO, "kmod", "kdat_echo.ko")
 PARAMS = "/sys/module/kdat_echo/parameters"
@@ -133,3 +133,23 @@ def test_abrupt_disconnect_flushes_posted_receives_before_disconnected(echo, rdm
     d = DAT
     want = d["DAT_CLASS_ERROR"] | d["DAT_INVALID_STATE"] | d["DAT_INVALID_STATE_EP_DISCONNECTED"]
     assert int(param("post_after_disconnect"), 16) == want
+
+
+def test_graceful_disconnect_waits_in_disconnect_pending(echo, rdma):
+    """Seed 001: a graceful disconnect with a send in flight (the peer has no receive posted, so
+    it cannot complete) stays in DISCONNECT_PENDING; no send may be posted then; a second graceful
+    call changes nothing; an abrupt one ends it at once, the send flushed before DISCONNECTED."""
+    port = next_port()
+    echo(listen_port=port, connect_addr=rdma["KDAT_TEST_ADDR"], connect_port=port,
+         graceful_test=1)
+    st = TABLE.state_value
+    wait_param("gt_state_after_abrupt", str(st["DISCONNECTED"]))
+    assert param("gt_state_after_graceful") == str(st["DISCONNECT_PENDING"])
+    d = DAT
+    want = d["DAT_CLASS_ERROR"] | d["DAT_INVALID_STATE"] | d["DAT_INVALID_STATE_EP_DISCPENDING"]
+    assert int(param("gt_post_in_pending"), 16) == want
+    assert int(param("gt_second_graceful"), 16) == d["DAT_SUCCESS"]
+    assert param("gt_state_after_second") == str(st["DISCONNECT_PENDING"])
+    wait_param("gt_flushed_sends", "1")
+    wait_param("disconnected", "2")   # the server EP sees the connection go too
+    assert param("dto_errors") == "0"
