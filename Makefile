@@ -5,7 +5,7 @@ KDIR  ?= /lib/modules/$(KVER)/build
 BUILD ?= $(CURDIR)/build
 JOBS  ?= $(shell nproc)
 
-.PHONY: all deps module user demo test test-host test-guest guest-shell check-style clean
+.PHONY: all deps module user demo test test-host test-guest test-debug kunit test-kernel debug-modules guest-shell check-style clean
 
 all: module user
 
@@ -36,6 +36,23 @@ test-host: all
 # One guest run of pytest; PYTEST_ARGS selects, e.g. PYTEST_ARGS="-k unload".
 test-guest: all
 	scripts/run-tests --guest-only $(PYTEST_ARGS)
+
+# The debug lane: a kernel with KUnit, KASAN, lockdep and kmemleak, built once and cached
+# (scripts/build-test-kernel), and kdat built against it into build/debug/.
+test-kernel: deps
+	scripts/build-test-kernel
+
+debug-modules: test-kernel
+	scripts/build-debug-modules
+
+# KUnit suites in the debug guest; TAP turned into JUnit, any failure or skip fails.
+kunit: debug-modules
+	scripts/run-tests --kunit-only
+
+# The whole guest suite on the debug kernel; fails on KASAN/lockdep/hung-task/WARNING reports and
+# on kmemleak leaks attributed to kdat.
+test-debug: debug-modules
+	scripts/run-tests --debug-only $(PYTEST_ARGS)
 
 guest-shell: all
 	scripts/vm-run --timeout 86400 -- bash -c 'eval "$$(scripts/rdma-up)"; exec bash -i'

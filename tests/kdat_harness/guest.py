@@ -10,7 +10,10 @@ import subprocess
 from . import REPO
 from .uapi import Uapi
 
-KMOD = os.path.join(REPO, "kmod", "kdat.ko")
+# The modules built for the kernel this guest runs: Debian's (kmod/) or the debug test kernel's.
+KMOD_DIR = (os.path.join(REPO, "build", "debug", "kmod") if os.environ.get("KDAT_DEBUG_KERNEL") == "1"
+            else os.path.join(REPO, "kmod"))
+KMOD = os.path.join(KMOD_DIR, "kdat.ko")
 DEV = "/dev/kdat"
 UAPI = Uapi()
 
