@@ -25,10 +25,13 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	scripts/vm-run --results $(BUILD)/demo -- scripts/demo
 
-# Every suite: host-side unit tests, then the guest suite on Debian's kernel.
+# Every suite: host unit tests, the guest suite on Debian's kernel, KUnit and the guest suite again
+# on the debug kernel (built once, cached). KDAT_DEBUG_LANE=0 skips the debug lane.
+KDAT_DEBUG_LANE ?= 1
 test: deps
 	@$(MAKE) --no-print-directory all
-	scripts/run-tests
+	@if [ "$(KDAT_DEBUG_LANE)" = 1 ]; then $(MAKE) --no-print-directory debug-modules; fi
+	KDAT_DEBUG_LANE=$(KDAT_DEBUG_LANE) scripts/run-tests
 
 test-host: all
 	scripts/run-tests --host-only

@@ -1217,9 +1217,8 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 	err = rdma_resolve_addr(id, (struct sockaddr *)&ep->ia->addr,
 				(struct sockaddr *)&ep->remote_addr, KDAT_RESOLVE_TIMEOUT_MS);
 	if (err) {
-		/* No handler can run for this id yet; safe to destroy under the lock. */
-		rdma_destroy_id(id);
-		kdat_obj_put(&ep->obj);
+		/* rdma_destroy_id() takes the handler mutex: never under ctx->lock */
+		kdat_destroy_id_later(id, &ep->obj);
 		kfree(timer);
 		switch (err) {
 		case -ENETUNREACH:
@@ -1463,7 +1462,8 @@ static kdat_ret_t kdat_sp_listen(struct kdat_sp *sp)
 	if (!err)
 		err = rdma_listen(id, sp->is_rsp ? KDAT_RSP_BACKLOG : KDAT_LISTEN_BACKLOG);
 	if (err) {
-		rdma_destroy_id(id);
+		/* rdma_destroy_id() takes the handler mutex: never under ctx->lock */
+		kdat_destroy_id_later(id, NULL);
 		if (err == -EADDRINUSE)
 			return kdat_err(KDAT_DAT_CONN_QUAL_IN_USE, KDAT_DAT_NO_SUBTYPE);
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_NO_SUBTYPE);
