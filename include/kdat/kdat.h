@@ -10,6 +10,11 @@
  * Upcalls run in process context with kdat's locks held: they may not call
  * into kdat; queue work (and dequeue from there) instead.
  *
+ * Objects are pointers: once freed (by the consumer, or a CR by its accept
+ * or reject, or a provider-created EP by its CR's reject) they must not be
+ * passed again; the DAT rule that a stale handle "fails" holds for the
+ * /dev/kdat handles, which are checked.
+ *
  * Lifetime: an IA owns everything created on it; kdat_ia_close(ABRUPT) frees
  * it all (connected EPs are disconnected).  If the RDMA device goes away, the
  * IA's EPs get their connection events (BROKEN, NON_PEER_REJECTED, ...) and
