@@ -525,6 +525,19 @@ static int echo_connect(void)
 	return 0;
 }
 
+/* Stops event handling, then closes the IA; buffers go once no QP can DMA. */
+static void echo_stop(void)
+{
+	WRITE_ONCE(stopping, true);
+	cancel_work_sync(&event_work);
+	/* Abrupt close frees the PSP, EPs (peers see DISCONNECTED), EVD and memory. */
+	kdat_ia_close(ia, KDAT_IA_CLOSE_ABRUPT);
+	conns_release_all();
+	kfree(flush_buf);
+	flush_workqueue(echo_wq);
+	destroy_workqueue(echo_wq);
+}
+
 static int __init echo_init(void)
 {
 	int err = -EIO;
@@ -551,12 +564,8 @@ static int __init echo_init(void)
 	return 0;
 
 err_ia:
-	WRITE_ONCE(stopping, true);
-	cancel_work_sync(&event_work);
-	kdat_ia_close(ia, KDAT_IA_CLOSE_ABRUPT);
-	conns_release_all();
-	kfree(flush_buf);
-	flush_workqueue(echo_wq);
+	echo_stop();
+	return err;
 err_wq:
 	destroy_workqueue(echo_wq);
 	return err;
@@ -564,14 +573,7 @@ err_wq:
 
 static void __exit echo_exit(void)
 {
-	WRITE_ONCE(stopping, true);
-	cancel_work_sync(&event_work);
-	/* Abrupt close frees the PSP, EPs (peers see DISCONNECTED), EVD and memory. */
-	kdat_ia_close(ia, KDAT_IA_CLOSE_ABRUPT);
-	conns_release_all();
-	kfree(flush_buf);
-	flush_workqueue(echo_wq);
-	destroy_workqueue(echo_wq);
+	echo_stop();
 }
 
 module_init(echo_init);
