@@ -424,6 +424,8 @@ kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, struct kdat_i
 	INIT_LIST_HEAD(&ia->crs);
 	INIT_LIST_HEAD(&ia->lmrs);
 	INIT_LIST_HEAD(&ia->rmrs);
+	atomic_set(&ia->eps_finishing, 0);
+	init_waitqueue_head(&ia->finish_wq);
 	INIT_LIST_HEAD(&ia->dev_node);
 
 	if (kdat_name_to_addr(name, &ia->addr, ia->netdev_name)) {
@@ -990,6 +992,7 @@ static struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep)
 	kdat_ep_abort_wire(ep);
 	kdat_obj_unlink(&ep->obj);
 	list_del_init(&ep->ia_node);
+	atomic_inc(&ep->ia->eps_finishing);	/* until kdat_ep_finish() freed the QP */
 	if (ep->rsp && ep->rsp->ep == ep) {
 		ep->rsp->ep = NULL;
 		kdat_obj_put(&ep->obj);
@@ -1015,6 +1018,8 @@ static void kdat_ep_finish(struct kdat_ep *ep, struct rdma_cm_id *id)
 	/* No completion can run after this: only then may the EVDs go. */
 	kdat_ep_free_qp(ep);
 	kdat_ep_dto_exit(ep);
+	if (atomic_dec_and_test(&ep->ia->eps_finishing))
+		wake_up_all(&ep->ia->finish_wq);
 	mutex_lock(&ctx->lock);
 	kdat_evd_unuse(ep->connect_evd);
 	kdat_evd_unuse(ep->request_evd);
@@ -2283,6 +2288,8 @@ static void kdat_ia_teardown(struct kdat_ia *ia)
 	if (!ia->removed)
 		kdat_ia_free_memory(ia);
 	mutex_unlock(&ctx->lock);
+	/* an EP freed by another thread may still be destroying its QP */
+	wait_event(ia->finish_wq, !atomic_read(&ia->eps_finishing));
 	if (ia->pd)
 		ib_dealloc_pd(ia->pd);
 	ia->pd = NULL;
@@ -2406,6 +2413,7 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 	mutex_lock(&ctx->lock);
 	kdat_ia_free_memory(ia);
 	mutex_unlock(&ctx->lock);
+	wait_event(ia->finish_wq, !atomic_read(&ia->eps_finishing));
 	if (ia->pd)
 		ib_dealloc_pd(ia->pd);
 	ia->pd = NULL;

@@ -79,6 +79,9 @@ struct kdat_ia {
 	struct list_head evds, eps, sps, crs;
 	struct list_head lmrs, rmrs;		/* kernel consumers' memory */
 	bool removed;			/* the device went away */
+	/* EPs killed but still releasing their QP/CQ: the PD waits for them */
+	atomic_t eps_finishing;
+	wait_queue_head_t finish_wq;
 	bool own_ctx;			/* a kernel consumer's private ctx */
 };
 
