@@ -13,9 +13,13 @@
  * field, followed by any output fields.  So structs can only grow at the end,
  * with a new size, and every DAT error reaches userspace with its subtype.
  *
- * Handles are small per-open-file numbers, never kernel pointers; 0 is never a
- * valid handle ("DAT_HANDLE_NULL").  A handle of one file means nothing in
- * another file.  close() tears down everything the file owns: connected
+ * Handles are per-open-file numbers, never kernel pointers; 0 is never a
+ * valid handle ("DAT_HANDLE_NULL").  A handle is (generation << 16) | slot:
+ * the slot is the object's record in the file's shared object table (see
+ * "Shared object table" below), the generation changes each time the slot is
+ * reused, so a handle kept after its object was freed is recognised as stale.
+ * Generations start at a random value per file, so a handle of one file is
+ * (but for a 1 in 65535 chance) invalid in another.  close() tears down everything the file owns: connected
  * endpoints are disconnected (the peer sees DISCONNECTED).
  *
  * Timeouts are in microseconds (DAT_TIMEOUT); KDAT_TIMEOUT_INFINITE waits
@@ -32,7 +36,7 @@
 #include <linux/types.h>
 
 #define KDAT_DEVICE_NAME	"kdat"
-#define KDAT_ABI_VERSION	2
+#define KDAT_ABI_VERSION	3
 #define KDAT_IOC_MAGIC		0xDA
 
 #define KDAT_TIMEOUT_INFINITE	0xffffffffu
@@ -370,6 +374,225 @@ struct kdat_cr_reject {
 	__u8 private_data[KDAT_PRIVATE_DATA_MAX];
 };
 
+/* ---- Shared object table (mmap of /dev/kdat) ------------------------------ */
+
+/*
+ * Every open file has an object table: a header page followed by one
+ * fixed-size record per slot.  Every object of the file (IA, EVD, EP, PSP,
+ * RSP, CR) owns the slot its handle names (handle & 0xffff).  mmap() of the
+ * file at offset KDAT_MMAP_TABLE maps it read-only; KDAT_MMAP_VIEW maps the
+ * table another file's KDAT_IOC_TABLE_ATTACH selected (kdatctl's view of
+ * other processes and of kernel consumers).
+ *
+ * mmap rules: PROT_READ only (PROT_WRITE, or a later mprotect to it: EACCES);
+ * the offset must be KDAT_MMAP_TABLE or KDAT_MMAP_VIEW and the length at most
+ * KDAT_TABLE_MAP_SIZE (else EINVAL); KDAT_MMAP_VIEW before an attach: ENXIO.
+ * A mapping outlives close() of its file: the header then has
+ * KDAT_TABLE_CLOSED set and the records stay as they were last written.
+ * Record pages exist up to header.high_water; touching a page past it that
+ * the kernel has not populated yet raises SIGBUS.
+ *
+ * Memory ordering (the kernel is the only writer; one writer per table):
+ *   writer:  seq++ (odd); smp_wmb(); write the fields; smp_wmb(); seq++ (even)
+ *   reader:  do {
+ *              s = load_acquire(&rec->seq);      retry while s is odd
+ *              copy the record;
+ *              fence(acquire);  (smp_rmb)
+ *            } while (load_relaxed(&rec->seq) != s);
+ * A copy made that way is one the kernel wrote as a whole.  It is the
+ * record of the handle you hold only if copy.handle equals that handle; a
+ * different handle (or 0) means your object was freed and the slot reused.
+ * header.high_water is published with a release store after the slot's page
+ * exists: load it with acquire.
+ */
+#define KDAT_MMAP_TABLE		0x0ULL
+#define KDAT_MMAP_VIEW		0x10000000ULL
+
+#define KDAT_TABLE_MAGIC	0x6b646174u	/* "kdat" */
+#define KDAT_TABLE_LAYOUT	1
+#define KDAT_TABLE_HEADER_SIZE	4096		/* records start here */
+#define KDAT_TABLE_RECORD_SIZE	128
+#define KDAT_TABLE_MAX_SLOTS	65536		/* slot 0 is never used */
+#define KDAT_TABLE_MAP_SIZE	(KDAT_TABLE_HEADER_SIZE + KDAT_TABLE_MAX_SLOTS * KDAT_TABLE_RECORD_SIZE)
+#define KDAT_HANDLE_SLOT(h)	((h) & 0xffffu)
+#define KDAT_HANDLE_GENERATION(h) ((h) >> 16)
+
+/* header.flags */
+#define KDAT_TABLE_KERNEL	(1u << 0)	/* the table of a kernel consumer's IA */
+#define KDAT_TABLE_CLOSED	(1u << 1)	/* the owning file or IA is gone */
+
+struct kdat_table_header {
+	__u32 magic;		/* KDAT_TABLE_MAGIC */
+	__u32 layout;		/* KDAT_TABLE_LAYOUT */
+	__u32 header_size;	/* KDAT_TABLE_HEADER_SIZE */
+	__u32 record_size;	/* KDAT_TABLE_RECORD_SIZE */
+	__u32 max_slots;	/* KDAT_TABLE_MAX_SLOTS */
+	__u32 high_water;	/* slots 1..high_water have been used: read these */
+	__u32 live;		/* objects alive now */
+	__u32 flags;		/* KDAT_TABLE_* */
+	__u64 id;		/* this table's id (KDAT_IOC_TABLE_LIST) */
+	__u64 created_ns;	/* CLOCK_BOOTTIME when the file was opened */
+	__u32 pid;		/* the process that opened the file (tgid), 0 = kernel */
+	__u32 uid;		/* its effective uid */
+	char comm[16];		/* its name, or the kernel consumer's module */
+	__u64 updates;		/* record writes so far */
+};
+
+/* record.type */
+#define KDAT_REC_FREE		0
+#define KDAT_REC_IA		1
+#define KDAT_REC_EVD		2
+#define KDAT_REC_EP		3
+#define KDAT_REC_PSP		4
+#define KDAT_REC_RSP		5
+#define KDAT_REC_CR		6
+
+/* record.state of service points and connection requests (EPs: DAT_EP_STATE) */
+#define KDAT_SP_LISTENING	1	/* PSP listening; RSP waiting for its request */
+#define KDAT_SP_USED		2	/* RSP: its one request arrived */
+#define KDAT_CR_PENDING		1	/* waiting for accept or reject */
+#define KDAT_CR_REMOTE_GONE	2	/* the requester gave up */
+#define KDAT_IA_UP		1
+#define KDAT_IA_DEVICE_REMOVED	2
+
+/*
+ * One object.  Fields by type ("-" = 0):
+ *           state            owner  link          addresses            conn_qual
+ *   IA      KDAT_IA_*        -      -             local                 -
+ *   EVD     events queued    IA     -             -                     -
+ *   EP      DAT_EP_STATE     IA     connect EVD   local/remote          remote qualifier
+ *   PSP/RSP KDAT_SP_*        IA     EVD (RSP: EP) local                 listened on
+ *   CR      KDAT_CR_*        IA     SP (EP named) local/remote          -
+ * last_event and events count the connection/CR events posted about the
+ * object; ird/ord are an EP's negotiated values once connected (requested
+ * before).  Times are CLOCK_BOOTTIME nanoseconds.
+ */
+#define KDAT_RECF_ACTIVE	(1u << 0)	/* EP: connected (or connecting) actively */
+#define KDAT_RECF_PROVIDER	(1u << 1)	/* EP made by a provider PSP; PSP with that flag */
+#define KDAT_RECF_RING		(1u << 2)	/* EVD with an event ring */
+struct kdat_record {
+	__u32 seq;		/* odd while the kernel writes the record */
+	__u32 handle;		/* the live object's handle; 0 = slot free */
+	__u16 type;		/* KDAT_REC_* */
+	__u16 generation;	/* handle >> 16, kept while the slot is free */
+	__u32 state;
+	__u32 owner;		/* the IA's handle */
+	__u32 link;
+	__u32 link2;		/* EP: request EVD; CR: the EP it names */
+	__u32 last_event;	/* DAT_EVENT_NUMBER, 0 = none yet */
+	__u32 events;
+	__u32 transitions;	/* EP state changes */
+	__u16 ird;
+	__u16 ord;
+	__u32 flags;		/* KDAT_RECF_* */
+	__u64 created_ns;
+	__u64 changed_ns;	/* last state change */
+	__u64 conn_qual;
+	struct kdat_addr local_addr;
+	struct kdat_addr remote_addr;
+	__u64 reserved;
+};
+
+/* KDAT_IOC_TABLE_LIST: the tables the caller may attach to. */
+struct kdat_table_info {
+	__u64 id;
+	__u32 pid;
+	__u32 uid;
+	__u32 flags;		/* KDAT_TABLE_* */
+	__u32 live;
+	char comm[16];
+};
+
+struct kdat_table_list {
+	__u32 size;
+	__u32 status;
+	__u32 capacity;		/* in: entries room at tables */
+	__u32 count;		/* out: tables there are (may exceed capacity) */
+	__u64 tables;		/* in: user pointer to capacity struct kdat_table_info */
+};
+
+/*
+ * Make this file's KDAT_MMAP_VIEW the table with this id.  Allowed for the
+ * owner's effective uid, or with CAP_SYS_ADMIN (kernel tables: only that);
+ * else DAT_PRIVILEGES_VIOLATION.  An unknown id: DAT_INVALID_PARAMETER.
+ */
+struct kdat_table_attach {
+	__u32 size;
+	__u32 status;
+	__u64 id;
+};
+
+/* ---- Event rings (an EVD's own file) -------------------------------------- */
+
+/*
+ * KDAT_IOC_EVD_RING turns an EVD into a ring EVD and returns a new file
+ * (O_CLOEXEC) for it: mmap() it at offset 0 with KDAT_RING_MAP_SIZE(entries)
+ * bytes, PROT_READ | PROT_WRITE, MAP_SHARED; poll()/epoll on it report
+ * EPOLLIN while events wait (in the ring or queued behind it) and
+ * EPOLLHUP | EPOLLERR once the EVD is freed.  An EVD gets one ring, once.
+ *
+ * The kernel produces, the consumer consumes, one consumer at a time:
+ *   kernel:   entry[tail & mask] = ev; store_release(&hdr->tail, tail + 1)
+ *   consumer: t = load_acquire(&hdr->tail); h = hdr->head;
+ *             while (h != t) { use entry[h & mask]; h++; }
+ *             store_release(&hdr->head, h)
+ * An entry is a struct kdat_event (entry_size bytes apart).  Events never
+ * get lost: when the ring is full the kernel keeps the rest queued in order
+ * and sets backlog; KDAT_IOC_EVD_RING_WAIT (or a later event) moves them into
+ * the ring as the consumer frees room.  So a consumer that finds the ring
+ * empty but backlog > 0 calls RING_WAIT.  overflow counts events the kernel
+ * could not queue at all (no memory); the next RING_WAIT reports
+ * DAT_QUEUE_FULL once for them.  The kernel reads only head from this
+ * memory and checks it; everything else in it is the kernel's to write.
+ *
+ * KDAT_IOC_EVD_WAIT and KDAT_IOC_EVD_DEQUEUE still work on a ring EVD: they
+ * consume from the ring (so they are "the consumer" while they run).
+ */
+#define KDAT_RING_ENTRIES_OFFSET 4096
+#define KDAT_RING_MAX_ENTRIES	 4096
+#define KDAT_RING_MAP_SIZE(entries) \
+	(KDAT_RING_ENTRIES_OFFSET + (entries) * sizeof(struct kdat_event))
+
+/* ring header flags */
+#define KDAT_RING_DEAD		(1u << 0)	/* the EVD was freed */
+
+struct kdat_ring_header {
+	__u32 head;		/* consumer: next entry to take */
+	__u32 pad0[15];		/* head has its own cache line */
+	__u32 tail;		/* kernel: next entry to fill */
+	__u32 entries;		/* a power of two */
+	__u32 mask;		/* entries - 1 */
+	__u32 entry_size;	/* sizeof(struct kdat_event) */
+	__u32 backlog;		/* events queued in the kernel behind the ring */
+	__u32 overflow;		/* events that could not be queued */
+	__u32 flags;		/* KDAT_RING_* */
+	__u32 evd;		/* the EVD's handle */
+};
+
+struct kdat_evd_ring {
+	__u32 size;
+	__u32 status;
+	__u32 evd;
+	__s32 fd;		/* out: the ring's file */
+	__u32 entries;		/* out: roundup_pow_of_two(qlen), at most KDAT_RING_MAX_ENTRIES */
+	__u32 map_size;		/* out: KDAT_RING_MAP_SIZE(entries) */
+};
+
+/*
+ * Wait until the ring holds threshold events (1..entries), or the timeout
+ * (µs, KDAT_TIMEOUT_INFINITE) passes: DAT_SUCCESS, TIMEOUT_EXPIRED,
+ * INTERRUPTED_CALL, ABORT (EVD freed), QUEUE_FULL (overflow, once).  Moves
+ * the backlog into the ring first; takes nothing.  timeout 0 = just refill.
+ */
+struct kdat_evd_ring_wait {
+	__u32 size;
+	__u32 status;
+	__u32 evd;
+	__u32 timeout_us;
+	__u32 threshold;
+	__u32 available;	/* out: events now in the ring */
+};
+
 #define KDAT_IOC_VERSION	_IOWR(KDAT_IOC_MAGIC, 0x00, struct kdat_version)
 #define KDAT_IOC_IA_OPEN	_IOWR(KDAT_IOC_MAGIC, 0x01, struct kdat_ia_open)
 #define KDAT_IOC_IA_CLOSE	_IOWR(KDAT_IOC_MAGIC, 0x02, struct kdat_ia_close)
@@ -394,5 +617,9 @@ struct kdat_cr_reject {
 #define KDAT_IOC_CR_QUERY	_IOWR(KDAT_IOC_MAGIC, 0x40, struct kdat_cr_query)
 #define KDAT_IOC_CR_ACCEPT	_IOWR(KDAT_IOC_MAGIC, 0x41, struct kdat_cr_accept)
 #define KDAT_IOC_CR_REJECT	_IOWR(KDAT_IOC_MAGIC, 0x42, struct kdat_cr_reject)
+#define KDAT_IOC_TABLE_LIST	_IOWR(KDAT_IOC_MAGIC, 0x50, struct kdat_table_list)
+#define KDAT_IOC_TABLE_ATTACH	_IOWR(KDAT_IOC_MAGIC, 0x51, struct kdat_table_attach)
+#define KDAT_IOC_EVD_RING	_IOWR(KDAT_IOC_MAGIC, 0x14, struct kdat_evd_ring)
+#define KDAT_IOC_EVD_RING_WAIT	_IOWR(KDAT_IOC_MAGIC, 0x15, struct kdat_evd_ring_wait)
 
 #endif /* _UAPI_KDAT_H */
