@@ -83,15 +83,24 @@ static void kdat_ctx_release(struct kref *ref)
 
 	WARN_ON(!xa_empty(&ctx->objs));
 	xa_destroy(&ctx->objs);
+	kdat_table_close(ctx->table);
+	kdat_table_put(ctx->table);
+	kdat_table_put(ctx->view);
 	kfree(ctx);
 }
 
-struct kdat_ctx *kdat_ctx_create(void)
+/* kernel_owner: the kernel consumer's name, or NULL for an open file. */
+struct kdat_ctx *kdat_ctx_create(const char *kernel_owner)
 {
 	struct kdat_ctx *ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
 
 	if (!ctx)
 		return NULL;
+	ctx->table = kdat_table_create(kernel_owner);
+	if (!ctx->table) {
+		kfree(ctx);
+		return NULL;
+	}
 	mutex_init(&ctx->lock);
 	xa_init_flags(&ctx->objs, XA_FLAGS_ALLOC1);
 	INIT_LIST_HEAD(&ctx->ias);
@@ -105,6 +114,8 @@ static void kdat_obj_free_work(struct work_struct *work)
 	struct kdat_ctx *ctx = obj->ctx;
 
 	/* IB resources went with kdat_*_kill(); what is left is memory. */
+	if (obj->type == KDAT_OBJ_EVD)
+		kdat_ring_put(((struct kdat_evd *)obj)->ring);
 	kfree(obj);
 	kref_put(&ctx->ref, kdat_ctx_release);
 }
@@ -129,30 +140,70 @@ static void kdat_obj_get_ref(struct kdat_obj *obj)
 	kref_get(&obj->ref);
 }
 
-/* Adds obj to ctx with a fresh handle; caller holds ctx->lock. */
+static const u16 kdat_rec_types[] = {
+	[KDAT_OBJ_IA] = KDAT_REC_IA,
+	[KDAT_OBJ_EVD] = KDAT_REC_EVD,
+	[KDAT_OBJ_EP] = KDAT_REC_EP,
+	[KDAT_OBJ_SP] = KDAT_REC_PSP,
+	[KDAT_OBJ_CR] = KDAT_REC_CR,
+};
+
+/*
+ * Adds obj to ctx: the lowest free slot of the shared table, with the slot's
+ * next generation in the handle.  Caller holds ctx->lock.
+ */
 static int kdat_obj_add(struct kdat_ctx *ctx, struct kdat_obj *obj,
 			enum kdat_obj_type type)
 {
+	struct kdat_record *rec;
+	u32 slot, handle;
 	int ret;
 
+	lockdep_assert_held(&ctx->lock);
 	obj->type = type;
 	obj->ctx = ctx;
 	kref_init(&obj->ref);
-	ret = xa_alloc_cyclic(&ctx->objs, &obj->handle, obj,
-			      XA_LIMIT(1, INT_MAX), &ctx->next_handle, GFP_KERNEL);
+	ret = xa_alloc(&ctx->objs, &slot, obj, XA_LIMIT(1, KDAT_TABLE_MAX_SLOTS - 1),
+		       GFP_KERNEL);
 	if (ret < 0)
 		return ret;
+	handle = kdat_table_claim(ctx->table, slot);
+	if (!handle) {
+		xa_erase(&ctx->objs, slot);
+		return -ENOMEM;
+	}
+	WRITE_ONCE(obj->handle, handle);
+	obj->created_ns = ktime_get_boottime_ns();
+	obj->changed_ns = obj->created_ns;
+	rec = kdat_table_write_begin(ctx->table, slot);
+	memset((void *)rec + sizeof(rec->seq), 0, sizeof(*rec) - sizeof(rec->seq));
+	rec->handle = handle;
+	rec->generation = KDAT_HANDLE_GENERATION(handle);
+	rec->type = kdat_rec_types[type];
+	rec->created_ns = obj->created_ns;
+	rec->changed_ns = obj->changed_ns;
+	kdat_table_write_end(ctx->table, rec, 1);
 	kref_get(&ctx->ref);
 	return 0;
 }
 
-/* Removes the handle; the table's reference is the caller's to drop. */
+/* Removes the handle and frees its record; the table's reference is the caller's to drop. */
 static void kdat_obj_unlink(struct kdat_obj *obj)
 {
+	struct kdat_ctx *ctx = obj->ctx;
+	struct kdat_record *rec;
+	u16 gen;
+
+	lockdep_assert_held(&ctx->lock);
 	obj->dead = true;
 	if (obj->handle) {
-		xa_erase(&obj->ctx->objs, obj->handle);
-		obj->handle = 0;
+		xa_erase(&ctx->objs, KDAT_HANDLE_SLOT(obj->handle));
+		rec = kdat_table_write_begin(ctx->table, KDAT_HANDLE_SLOT(obj->handle));
+		gen = rec->generation;
+		memset((void *)rec + sizeof(rec->seq), 0, sizeof(*rec) - sizeof(rec->seq));
+		rec->generation = gen;
+		kdat_table_write_end(ctx->table, rec, -1);
+		WRITE_ONCE(obj->handle, 0);
 	}
 }
 
@@ -164,11 +215,136 @@ struct kdat_obj *kdat_obj_get(struct kdat_ctx *ctx, u32 handle,
 	if (!handle)
 		return NULL;
 	xa_lock(&ctx->objs);
-	obj = xa_load(&ctx->objs, handle);
-	if (obj && (obj->type != type || !kref_get_unless_zero(&obj->ref)))
+	obj = xa_load(&ctx->objs, KDAT_HANDLE_SLOT(handle));
+	if (obj && (READ_ONCE(obj->handle) != handle || obj->type != type ||
+		    !kref_get_unless_zero(&obj->ref)))
 		obj = NULL;
 	xa_unlock(&ctx->objs);
 	return obj;
+}
+
+static void kdat_sockaddr_copy(struct sockaddr_storage *dst, const struct sockaddr *src);
+
+/* Socket address of an IA with a port, for SP records. */
+static void kdat_ss_with_port(struct sockaddr_storage *ss, const struct sockaddr_storage *src,
+			      u16 port)
+{
+	*ss = *src;
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port = htons(port);
+	else if (ss->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+}
+
+static void kdat_rec_fill_ep(struct kdat_record *rec, struct kdat_ep *ep)
+{
+	bool connected = ep->state == KDAT_EP_CONNECTED ||
+			 ep->state == KDAT_EP_DISCONNECT_PENDING;
+
+	rec->state = ep->state;
+	rec->owner = kdat_obj_handle(ep->ia);
+	rec->link = kdat_obj_handle(ep->connect_evd);
+	rec->link2 = kdat_obj_handle(ep->request_evd);
+	rec->transitions = ep->transitions;
+	rec->ird = connected ? ep->ird : ep->attr.max_rdma_read_in;
+	rec->ord = connected ? ep->ord : ep->attr.max_rdma_read_out;
+	rec->flags = (ep->active ? KDAT_RECF_ACTIVE : 0) |
+		     (ep->provider_created ? KDAT_RECF_PROVIDER : 0);
+	rec->conn_qual = ep->active ? ep->conn_qual : 0;
+	if (ep->cm_id) {
+		kdat_sockaddr_copy(&ep->local_addr,
+				   (struct sockaddr *)&ep->cm_id->route.addr.src_addr);
+		kdat_sockaddr_copy(&ep->remote_addr,
+				   (struct sockaddr *)&ep->cm_id->route.addr.dst_addr);
+	}
+	kdat_addr_out(&rec->local_addr, &ep->local_addr);
+	kdat_addr_out(&rec->remote_addr, &ep->remote_addr);
+}
+
+static void kdat_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
+{
+	struct sockaddr_storage ss;
+	struct kdat_evd *evd;
+	struct kdat_sp *sp;
+	struct kdat_cr *cr;
+	struct kdat_ia *ia;
+
+	switch (obj->type) {
+	case KDAT_OBJ_IA:
+		ia = (struct kdat_ia *)obj;
+		rec->state = ia->removed ? KDAT_IA_DEVICE_REMOVED : KDAT_IA_UP;
+		kdat_addr_out(&rec->local_addr, &ia->addr);
+		break;
+	case KDAT_OBJ_EVD:
+		evd = (struct kdat_evd *)obj;
+		rec->state = evd->flags;
+		rec->owner = kdat_obj_handle(evd->ia);
+		rec->flags = READ_ONCE(evd->ring) ? KDAT_RECF_RING : 0;
+		break;
+	case KDAT_OBJ_EP:
+		kdat_rec_fill_ep(rec, (struct kdat_ep *)obj);
+		break;
+	case KDAT_OBJ_SP:
+		sp = (struct kdat_sp *)obj;
+		rec->type = sp->is_rsp ? KDAT_REC_RSP : KDAT_REC_PSP;
+		rec->state = sp->is_rsp && sp->rsp_used ? KDAT_SP_USED : KDAT_SP_LISTENING;
+		rec->owner = kdat_obj_handle(sp->ia);
+		rec->link = kdat_obj_handle(sp->evd);
+		rec->link2 = kdat_obj_handle(sp->ep);
+		rec->flags = sp->flags & KDAT_PSP_PROVIDER ? KDAT_RECF_PROVIDER : 0;
+		rec->conn_qual = sp->conn_qual;
+		if (sp->ia) {
+			kdat_ss_with_port(&ss, &sp->ia->addr, sp->conn_qual);
+			kdat_addr_out(&rec->local_addr, &ss);
+		}
+		break;
+	case KDAT_OBJ_CR:
+		cr = (struct kdat_cr *)obj;
+		rec->state = cr->remote_gone ? KDAT_CR_REMOTE_GONE : KDAT_CR_PENDING;
+		rec->owner = kdat_obj_handle(cr->ia);
+		rec->link = kdat_obj_handle(cr->sp);
+		rec->link2 = kdat_obj_handle(cr->ep);
+		kdat_addr_out(&rec->local_addr, &cr->local_addr);
+		kdat_addr_out(&rec->remote_addr, &cr->remote_addr);
+		break;
+	default:
+		break;
+	}
+}
+
+/*
+ * Rewrites obj's record in the shared table from the object as it is now.
+ * Called at every change userspace may watch; caller holds ctx->lock, which
+ * makes the kernel the table's single writer.
+ */
+void kdat_rec_sync(struct kdat_obj *obj)
+{
+	struct kdat_ctx *ctx = obj->ctx;
+	struct kdat_record *rec;
+	u32 handle = obj->handle;
+
+	if (!handle)
+		return;
+	lockdep_assert_held(&ctx->lock);
+	rec = kdat_table_write_begin(ctx->table, KDAT_HANDLE_SLOT(handle));
+	memset((void *)rec + sizeof(rec->seq), 0, sizeof(*rec) - sizeof(rec->seq));
+	rec->handle = handle;
+	rec->generation = KDAT_HANDLE_GENERATION(handle);
+	rec->type = kdat_rec_types[obj->type];
+	rec->last_event = obj->last_event;
+	rec->events = obj->events;
+	rec->created_ns = obj->created_ns;
+	rec->changed_ns = obj->changed_ns;
+	kdat_rec_fill(rec, obj);
+	kdat_table_write_end(ctx->table, rec, 0);
+}
+
+/* kdat_rec_sync() for callers without ctx->lock. */
+void kdat_rec_sync_unlocked(struct kdat_obj *obj)
+{
+	mutex_lock(&obj->ctx->lock);
+	kdat_rec_sync(obj);
+	mutex_unlock(&obj->ctx->lock);
 }
 
 u32 kdat_obj_handle(void *p)
@@ -180,10 +356,21 @@ u32 kdat_obj_handle(void *p)
 
 /* ---- events ----------------------------------------------------------------- */
 
-struct kdat_qevent {
-	struct list_head node;
-	struct kdat_event_info info;
-};
+/* The ABI's form of an event: handles instead of objects. */
+void kdat_event_to_user(struct kdat_event *out, const struct kdat_event_info *in)
+{
+	memset(out, 0, sizeof(*out));
+	out->number = in->number;
+	out->evd = kdat_obj_handle(in->evd);
+	out->ep = kdat_obj_handle(in->ep);
+	out->sp = kdat_obj_handle(in->sp);
+	out->cr = kdat_obj_handle(in->cr);
+	out->dto_status = in->dto_status;
+	out->cookie = in->cookie;
+	out->transfered_length = in->transfered_length;
+	out->private_data_size = min_t(u32, in->private_data_size, KDAT_PRIVATE_DATA_MAX);
+	memcpy(out->private_data, in->private_data, out->private_data_size);
+}
 
 static void kdat_event_get_refs(struct kdat_event_info *info)
 {
@@ -218,6 +405,17 @@ void kdat_evd_post(struct kdat_evd *evd, const struct kdat_event_info *info)
 		return;
 	qe = kmalloc(sizeof(*qe), GFP_KERNEL);
 	spin_lock_irqsave(&evd->lock, flags);
+	if (evd->ring) {
+		struct kdat_event_info with_evd = *info;
+
+		/* straight into the ring unless it is full or others wait before us */
+		with_evd.evd = evd;
+		if (kdat_ring_fill(evd, &with_evd)) {
+			kfree(qe);
+			qe = NULL;
+			goto posted;
+		}
+	}
 	if (qe) {
 		/* A queued event pins the objects it names until it is taken. */
 		qe->info = *info;
@@ -228,8 +426,13 @@ void kdat_evd_post(struct kdat_evd *evd, const struct kdat_event_info *info)
 	} else {
 		evd->lost++;
 	}
+	if (evd->ring)
+		kdat_ring_fill(evd, NULL);	/* mirror backlog and overflow */
+posted:
 	spin_unlock_irqrestore(&evd->lock, flags);
 	wake_up_all(&evd->wq);
+	if (evd->ring)
+		kdat_ring_wake(evd);
 	if (evd->upcall)
 		evd->upcall(evd, evd->upcall_context);
 }
@@ -247,6 +450,8 @@ static void kdat_post_conn_event(struct kdat_ep *ep, u32 number,
 	}
 	info->number = number;
 	info->ep = ep;
+	ep->obj.last_event = number;
+	ep->obj.events++;
 	if (pdata && pdata_len) {
 		info->private_data_size = min_t(u32, pdata_len, KDAT_PRIVATE_DATA_MAX);
 		memcpy(info->private_data, pdata, info->private_data_size);
@@ -279,9 +484,11 @@ static unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
 	if (step.next != ep->state) {
 		ep->state = step.next;
 		ep->transitions++;
+		ep->obj.changed_ns = ktime_get_boottime_ns();
 	}
 	if (step.event != KDAT_EP_EVENT_NONE)
 		kdat_post_conn_event(ep, step.event, pdata, pdata_len);
+	kdat_rec_sync(&ep->obj);
 	return step.action;
 }
 
@@ -485,6 +692,7 @@ kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, struct kdat_i
 	list_add_tail(&ia->dev_node, &kdev->ias);
 	mutex_unlock(&kdat_devices_lock);
 	list_add_tail(&ia->ctx_node, &ctx->ias);
+	kdat_rec_sync(&ia->obj);
 	mutex_unlock(&ctx->lock);
 	*out = ia;
 	return KDAT_DAT_SUCCESS;
@@ -563,6 +771,7 @@ kdat_ret_t kdat_evd_create(struct kdat_ia *ia, u32 qlen, u32 flags,
 		evd->ia = ia;
 		kdat_obj_get_ref(&ia->obj);
 		list_add_tail(&evd->ia_node, &ia->evds);
+		kdat_rec_sync(&evd->obj);
 		*out = evd;
 	}
 	mutex_unlock(&ctx->lock);
@@ -593,6 +802,10 @@ static void kdat_evd_kill(struct kdat_evd *evd)
 {
 	kdat_obj_unlink(&evd->obj);
 	list_del_init(&evd->ia_node);
+	spin_lock_irq(&evd->lock);
+	if (evd->ring)
+		kdat_ring_kill(evd);
+	spin_unlock_irq(&evd->lock);
 	kdat_evd_drain(evd);
 	wake_up_all(&evd->wq);
 	kdat_obj_put(&evd->ia->obj);
@@ -686,6 +899,63 @@ kdat_ret_t kdat_evd_wait_ref(struct kdat_evd *evd, u32 timeout_us, u32 threshold
 	if (left == 0 && !kdat_evd_ready(evd, threshold))
 		return kdat_err(KDAT_DAT_TIMEOUT_EXPIRED, KDAT_DAT_NO_SUBTYPE);
 	return kdat_evd_take(evd, ev, nmore);
+}
+
+static bool kdat_evd_ring_ready(struct kdat_evd *evd, u32 threshold)
+{
+	bool ready;
+
+	spin_lock_irq(&evd->lock);
+	ready = evd->obj.dead || evd->lost || kdat_ring_ready(evd, threshold);
+	spin_unlock_irq(&evd->lock);
+	return ready;
+}
+
+/*
+ * A ring EVD's wait: until the ring holds threshold events (the backlog
+ * moved in first), then take one into out if asked.  timeout_us 0 looks
+ * once.  available: events left in the ring.
+ */
+kdat_ret_t kdat_evd_ring_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
+			      struct kdat_event *out, u32 *nmore, u32 *available)
+{
+	kdat_ret_t ret = KDAT_DAT_SUCCESS;
+	long left = 0;
+
+	if (threshold == 0 || threshold > kdat_ring_entries(evd))
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
+	if (timeout_us) {
+		spin_lock_irq(&evd->lock);
+		evd->waiters++;
+		spin_unlock_irq(&evd->lock);
+		left = timeout_us == KDAT_TIMEOUT_INFINITE ? MAX_SCHEDULE_TIMEOUT :
+			usecs_to_jiffies(timeout_us);
+		left = wait_event_interruptible_timeout(evd->wq,
+							kdat_evd_ring_ready(evd, threshold), left);
+		spin_lock_irq(&evd->lock);
+		evd->waiters--;
+		spin_unlock_irq(&evd->lock);
+	}
+	spin_lock_irq(&evd->lock);
+	if (evd->obj.dead) {
+		ret = kdat_err(KDAT_DAT_ABORT, KDAT_DAT_NO_SUBTYPE);
+	} else if (evd->lost) {
+		/* reported once; the events behind it are still in order */
+		evd->lost = 0;
+		kdat_ring_fill(evd, NULL);
+		ret = kdat_err(KDAT_DAT_QUEUE_FULL, KDAT_DAT_NO_SUBTYPE);
+	} else if (kdat_ring_ready(evd, threshold)) {
+		if (out && !kdat_ring_take(evd, out, nmore))
+			ret = kdat_err(KDAT_DAT_QUEUE_EMPTY, KDAT_DAT_NO_SUBTYPE);
+	} else if (left < 0) {
+		ret = kdat_err(KDAT_DAT_INTERRUPTED_CALL, KDAT_DAT_NO_SUBTYPE);
+	} else {
+		ret = kdat_err(KDAT_DAT_TIMEOUT_EXPIRED, KDAT_DAT_NO_SUBTYPE);
+	}
+	if (available)
+		*available = kdat_ring_available(evd);
+	spin_unlock_irq(&evd->lock);
+	return ret;
 }
 
 /* The in-kernel API: the consumer owns the objects an event names. */
@@ -866,6 +1136,7 @@ static kdat_ret_t kdat_ep_link(struct kdat_ep *ep, struct kdat_evd *conn,
 	kdat_evd_use(recv);
 	kdat_obj_get_ref(&ia->obj);
 	list_add_tail(&ep->ia_node, &ia->eps);
+	kdat_rec_sync(&ep->obj);
 	return KDAT_DAT_SUCCESS;
 }
 
@@ -1542,6 +1813,7 @@ static kdat_ret_t kdat_sp_create(struct kdat_ia *ia, u64 conn_qual, struct kdat_
 		kdat_obj_get_ref(&ep->obj);
 		kdat_ep_step(ep, KDAT_EP_STIM_RSP_CREATE, NULL, 0);
 	}
+	kdat_rec_sync(&sp->obj);
 	mutex_unlock(&ctx->lock);
 	*out = sp;
 	return KDAT_DAT_SUCCESS;
@@ -1956,6 +2228,12 @@ static void kdat_cr_post(struct kdat_cr *cr)
 			.number = KDAT_DAT_CONNECTION_REQUEST_EVENT, .sp = cr->sp, .cr = cr });
 		return;
 	}
+	cr->sp->obj.last_event = KDAT_DAT_CONNECTION_REQUEST_EVENT;
+	cr->sp->obj.events++;
+	cr->obj.last_event = KDAT_DAT_CONNECTION_REQUEST_EVENT;
+	cr->obj.events++;
+	kdat_rec_sync(&cr->sp->obj);
+	kdat_rec_sync(&cr->obj);
 	info->number = KDAT_DAT_CONNECTION_REQUEST_EVENT;
 	info->sp = cr->sp;
 	info->cr = cr;
@@ -2192,6 +2470,7 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 		kdat_qp_set(ep, IB_QPS_ERR);
 		destroy = 1;
 	}
+	kdat_rec_sync(&ep->obj);	/* addresses, IRD/ORD */
 	mutex_unlock(&ctx->lock);
 	if (destroy)
 		kdat_obj_put(&ep->obj);	/* the id's reference */
@@ -2223,6 +2502,7 @@ static int kdat_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		    ev->event == RDMA_CM_EVENT_UNREACHABLE ||
 		    ev->event == RDMA_CM_EVENT_DISCONNECTED)
 			cr->remote_gone = true;
+		kdat_rec_sync(&cr->obj);
 		mutex_unlock(&ctx->lock);
 		return 0;
 	default:
@@ -2333,6 +2613,7 @@ void kdat_ctx_destroy(struct kdat_ctx *ctx)
 		kdat_ia_close_in(ia, KDAT_IA_CLOSE_ABRUPT);
 		kdat_obj_put(&ia->obj);
 	}
+	kdat_table_close(ctx->table);
 	kref_put(&ctx->ref, kdat_ctx_release);
 }
 
@@ -2358,6 +2639,7 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 		max++;
 	ids = kcalloc(max + 1, 2 * sizeof(*ids), GFP_KERNEL | __GFP_NOFAIL);
 	ia->removed = true;
+	kdat_rec_sync(&ia->obj);
 	list_for_each_entry(ep, &ia->eps, ia_node) {
 		kdat_ep_step(ep, KDAT_EP_STIM_DEVICE_REMOVED, NULL, 0);
 		ids[2 * n] = kdat_ep_detach_id(ep);
@@ -2423,12 +2705,19 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 
 kdat_ret_t kdat_ia_open(const char *name, struct kdat_ia **ia)
 {
+	char owner_name[MODULE_NAME_LEN];
+	struct module *owner;
 	struct kdat_ctx *ctx;
 	kdat_ret_t ret;
 
 	if (!name || !ia)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG1);
-	ctx = kdat_ctx_create();
+	/* the shared table names the kernel consumer by its module */
+	preempt_disable();
+	owner = __module_text_address((unsigned long)__builtin_return_address(0));
+	strscpy(owner_name, owner ? owner->name : "kernel", sizeof(owner_name));
+	preempt_enable();
+	ctx = kdat_ctx_create(owner_name);
 	if (!ctx)
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 	ret = kdat_ia_open_in(ctx, name, ia);

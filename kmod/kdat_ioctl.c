@@ -7,6 +7,7 @@
  * table only (holding a reference for the call), call the same function a
  * kernel consumer would, and copy the DAT status and outputs back.
  */
+#include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/in.h>
 #include <linux/in6.h>
@@ -61,7 +62,7 @@ static void kdat_put(void *obj)
 
 /* ---- addresses ------------------------------------------------------------ */
 
-static void kdat_addr_out(struct kdat_addr *out, const struct sockaddr_storage *ss)
+void kdat_addr_out(struct kdat_addr *out, const struct sockaddr_storage *ss)
 {
 	memset(out, 0, sizeof(*out));
 	if (ss->ss_family == AF_INET) {
@@ -216,17 +217,7 @@ static long kdat_ioc_evd_free(struct kdat_ctx *ctx, void __user *uarg)
 /* Converts a taken event (holding object references) to the ABI and drops them. */
 static void kdat_event_out(struct kdat_event *out, struct kdat_event_info *in)
 {
-	memset(out, 0, sizeof(*out));
-	out->number = in->number;
-	out->evd = kdat_obj_handle(in->evd);
-	out->ep = kdat_obj_handle(in->ep);
-	out->sp = kdat_obj_handle(in->sp);
-	out->cr = kdat_obj_handle(in->cr);
-	out->dto_status = in->dto_status;
-	out->cookie = in->cookie;
-	out->transfered_length = in->transfered_length;
-	out->private_data_size = in->private_data_size;
-	memcpy(out->private_data, in->private_data, in->private_data_size);
+	kdat_event_to_user(out, in);
 	kdat_event_put_refs(in);
 }
 
@@ -241,6 +232,14 @@ static long kdat_ioc_evd_wait(struct kdat_ctx *ctx, void __user *uarg)
 	if (!info)
 		return -ENOMEM;
 	evd = kdat_get(ctx, a.evd, KDAT_OBJ_EVD);
+	if (evd && READ_ONCE(evd->ring)) {
+		/* a ring EVD: the kernel takes from the ring on the caller's behalf */
+		a.status = kdat_evd_ring_wait(evd, a.timeout_us ? a.timeout_us : 1, a.threshold,
+					      &a.event, &a.nmore, NULL);
+		kdat_put(evd);
+		kfree(info);
+		return KDAT_OUT(a, uarg);
+	}
 	a.status = evd ? kdat_evd_wait_ref(evd, a.timeout_us, a.threshold, info, &a.nmore) :
 		   KDAT_BAD_HANDLE(KDAT_DAT_NO_SUBTYPE);
 	kdat_put(evd);
@@ -262,6 +261,14 @@ static long kdat_ioc_evd_dequeue(struct kdat_ctx *ctx, void __user *uarg)
 	if (!info)
 		return -ENOMEM;
 	evd = kdat_get(ctx, a.evd, KDAT_OBJ_EVD);
+	if (evd && READ_ONCE(evd->ring)) {
+		a.status = kdat_evd_ring_wait(evd, 0, 1, &a.event, &a.nmore, NULL);
+		if ((a.status & KDAT_DAT_TYPE_MASK) == KDAT_DAT_TIMEOUT_EXPIRED)
+			a.status = KDAT_ERR(KDAT_DAT_QUEUE_EMPTY, KDAT_DAT_NO_SUBTYPE);
+		kdat_put(evd);
+		kfree(info);
+		return KDAT_OUT(a, uarg);
+	}
 	a.status = evd ? kdat_evd_dequeue_ref(evd, info, &a.nmore) :
 		   KDAT_BAD_HANDLE(KDAT_DAT_NO_SUBTYPE);
 	kdat_put(evd);
@@ -632,6 +639,103 @@ static long kdat_ioc_cr_reject(struct kdat_ctx *ctx, void __user *uarg)
 	return KDAT_OUT(a, uarg);
 }
 
+/* ---- event rings ------------------------------------------------------------ */
+
+static long kdat_ioc_evd_ring(struct kdat_ctx *ctx, void __user *uarg)
+{
+	struct kdat_evd *evd;
+	struct file *file = NULL;
+	int fd = -1;
+	long ret;
+
+	KDAT_IN(kdat_evd_ring, a, uarg);
+	if (a.fd || a.entries || a.map_size)
+		return -EINVAL;
+	evd = kdat_get(ctx, a.evd, KDAT_OBJ_EVD);
+	if (!evd) {
+		a.status = KDAT_BAD_HANDLE(KDAT_DAT_NO_SUBTYPE);
+		return KDAT_OUT(a, uarg);
+	}
+	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0) {
+		a.status = KDAT_ERR(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_NO_SUBTYPE);
+		goto out;
+	}
+	file = kdat_ring_attach(evd, a.evd, &a.entries, &a.map_size);
+	if (IS_ERR(file)) {
+		a.status = PTR_ERR(file) == -EBUSY ?
+			KDAT_ERR(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE) :
+			KDAT_ERR(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+		put_unused_fd(fd);
+		file = NULL;
+		goto out;
+	}
+	kdat_rec_sync_unlocked(&evd->obj);
+	a.fd = fd;
+out:
+	kdat_put(evd);
+	ret = KDAT_OUT(a, uarg);
+	if (file) {
+		if (ret) {
+			/* the EVD keeps its ring; the fd never existed */
+			put_unused_fd(fd);
+			fput(file);
+		} else {
+			fd_install(fd, file);
+		}
+	}
+	return ret;
+}
+
+static long kdat_ioc_evd_ring_wait(struct kdat_ctx *ctx, void __user *uarg)
+{
+	struct kdat_evd *evd;
+
+	KDAT_IN(kdat_evd_ring_wait, a, uarg);
+	if (a.available)
+		return -EINVAL;
+	evd = kdat_get(ctx, a.evd, KDAT_OBJ_EVD);
+	if (!evd)
+		a.status = KDAT_BAD_HANDLE(KDAT_DAT_NO_SUBTYPE);
+	else if (!READ_ONCE(evd->ring))
+		a.status = KDAT_ERR(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
+	else
+		a.status = kdat_evd_ring_wait(evd, a.timeout_us, a.threshold, NULL, NULL,
+					      &a.available);
+	kdat_put(evd);
+	return KDAT_OUT(a, uarg);
+}
+
+/* ---- shared tables: the list, and attaching a view ----------------------------- */
+
+static long kdat_ioc_table_list(void __user *uarg)
+{
+	KDAT_IN(kdat_table_list, a, uarg);
+	if (a.count)
+		return -EINVAL;
+	if (a.capacity > KDAT_TABLE_MAX_SLOTS)
+		a.status = KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
+	else
+		a.status = kdat_table_list(u64_to_user_ptr(a.tables), a.capacity, &a.count);
+	return KDAT_OUT(a, uarg);
+}
+
+static long kdat_ioc_table_attach(struct kdat_ctx *ctx, void __user *uarg)
+{
+	struct kdat_table *t = NULL, *old;
+
+	KDAT_IN(kdat_table_attach, a, uarg);
+	a.status = kdat_table_find(a.id, &t);
+	if (!a.status) {
+		mutex_lock(&ctx->lock);
+		old = ctx->view;
+		ctx->view = t;
+		mutex_unlock(&ctx->lock);
+		kdat_table_put(old);	/* existing mappings keep their own reference */
+	}
+	return KDAT_OUT(a, uarg);
+}
+
 long kdat_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	struct kdat_ctx *ctx = file->private_data;
@@ -662,6 +766,10 @@ long kdat_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case KDAT_IOC_CR_QUERY:		return kdat_ioc_cr_query(ctx, uarg);
 	case KDAT_IOC_CR_ACCEPT:	return kdat_ioc_cr_accept(ctx, uarg);
 	case KDAT_IOC_CR_REJECT:	return kdat_ioc_cr_reject(ctx, uarg);
+	case KDAT_IOC_EVD_RING:		return kdat_ioc_evd_ring(ctx, uarg);
+	case KDAT_IOC_EVD_RING_WAIT:	return kdat_ioc_evd_ring_wait(ctx, uarg);
+	case KDAT_IOC_TABLE_LIST:	return kdat_ioc_table_list(uarg);
+	case KDAT_IOC_TABLE_ATTACH:	return kdat_ioc_table_attach(ctx, uarg);
 	default:			return -ENOTTY;
 	}
 }

@@ -13,7 +13,7 @@ struct workqueue_struct *kdat_wq;
 
 static int kdat_open(struct inode *inode, struct file *file)
 {
-	struct kdat_ctx *ctx = kdat_ctx_create();
+	struct kdat_ctx *ctx = kdat_ctx_create(NULL);
 
 	if (!ctx)
 		return -ENOMEM;
@@ -28,11 +28,37 @@ static int kdat_release(struct inode *inode, struct file *file)
 	return 0;
 }
 
+/* The file's own object table, or the table TABLE_ATTACH chose (read-only). */
+static int kdat_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct kdat_ctx *ctx = file->private_data;
+	u64 off = (u64)vma->vm_pgoff << PAGE_SHIFT;
+	struct kdat_table *t;
+	int ret;
+
+	if (off == KDAT_MMAP_TABLE) {
+		return kdat_table_mmap(ctx->table, vma);
+	} else if (off == KDAT_MMAP_VIEW) {
+		mutex_lock(&ctx->lock);
+		t = ctx->view;
+		if (t)
+			kdat_table_get(t);
+		mutex_unlock(&ctx->lock);
+		if (!t)
+			return -ENXIO;
+		ret = kdat_table_mmap(t, vma);
+		kdat_table_put(t);
+		return ret;
+	}
+	return -EINVAL;
+}
+
 static const struct file_operations kdat_fops = {
 	.owner = THIS_MODULE,
 	.open = kdat_open,
 	.release = kdat_release,
 	.unlocked_ioctl = kdat_ioctl,
+	.mmap = kdat_mmap,
 	.compat_ioctl = compat_ptr_ioctl,
 	.llseek = no_llseek,
 };

@@ -48,15 +48,22 @@ struct kdat_obj {
 	struct kref ref;
 	bool dead;		/* freed by the consumer (or its IA closed) */
 	struct work_struct release_work;
+	/* for the shared table (ctx->lock) */
+	u64 created_ns, changed_ns;
+	u32 last_event, events;
 };
+
+struct kdat_table;
+struct kdat_ring;
 
 /* The owner of a set of objects and their handles. */
 struct kdat_ctx {
 	struct mutex lock;
-	struct xarray objs;	/* handle -> struct kdat_obj * */
-	u32 next_handle;
+	struct xarray objs;	/* slot -> struct kdat_obj * */
 	struct list_head ias;	/* struct kdat_ia.ctx_node */
 	struct kref ref;
+	struct kdat_table *table;	/* the records of objs, shared read-only */
+	struct kdat_table *view;	/* another owner's table (TABLE_ATTACH), or NULL */
 };
 
 /* One RDMA device kdat has been told about by ib_core (ib_client add). */
@@ -100,6 +107,13 @@ struct kdat_evd {
 	wait_queue_head_t wq;
 	kdat_upcall_t upcall;
 	void *upcall_context;
+	struct kdat_ring *ring;		/* set once (under lock), freed with the EVD */
+};
+
+/* An event waiting in an EVD's queue, holding references on what it names. */
+struct kdat_qevent {
+	struct list_head node;
+	struct kdat_event_info info;
 };
 
 struct kdat_ep {
@@ -210,8 +224,36 @@ unsigned int kdat_devices_count(void);
 struct kdat_device *kdat_device_find(struct ib_device *ibdev);
 extern struct mutex kdat_devices_lock;
 
+/* kdat_table.c: the shared object table */
+struct kdat_table *kdat_table_create(const char *kernel_owner);
+void kdat_table_get(struct kdat_table *t);
+void kdat_table_put(struct kdat_table *t);
+void kdat_table_close(struct kdat_table *t);
+u32 kdat_table_claim(struct kdat_table *t, u32 slot);
+struct kdat_record *kdat_table_write_begin(struct kdat_table *t, u32 slot);
+void kdat_table_write_end(struct kdat_table *t, struct kdat_record *rec, int live_delta);
+int kdat_table_mmap(struct kdat_table *t, struct vm_area_struct *vma);
+kdat_ret_t kdat_table_list(void __user *ubuf, u32 capacity, u32 *count);
+kdat_ret_t kdat_table_find(u64 id, struct kdat_table **out);
+
+/* kdat_ring.c: event rings (callers of the *_locked-style ones hold evd->lock) */
+struct file *kdat_ring_attach(struct kdat_evd *evd, u32 handle, u32 *entries, u32 *map_size);
+void kdat_ring_put(struct kdat_ring *r);
+bool kdat_ring_fill(struct kdat_evd *evd, const struct kdat_event_info *info);
+bool kdat_ring_ready(struct kdat_evd *evd, u32 threshold);
+bool kdat_ring_take(struct kdat_evd *evd, struct kdat_event *out, u32 *nmore);
+u32 kdat_ring_available(struct kdat_evd *evd);
+u32 kdat_ring_entries(struct kdat_evd *evd);
+void kdat_ring_kill(struct kdat_evd *evd);
+void kdat_ring_wake(struct kdat_evd *evd);
+
 /* kdat_core.c */
-struct kdat_ctx *kdat_ctx_create(void);
+struct kdat_ctx *kdat_ctx_create(const char *kernel_owner);
+void kdat_rec_sync(struct kdat_obj *obj);
+void kdat_rec_sync_unlocked(struct kdat_obj *obj);
+void kdat_event_to_user(struct kdat_event *out, const struct kdat_event_info *in);
+kdat_ret_t kdat_evd_ring_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
+			      struct kdat_event *out, u32 *nmore, u32 *available);
 void kdat_ctx_destroy(struct kdat_ctx *ctx);
 kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name,
 			   struct kdat_ia **ia);
@@ -239,5 +281,6 @@ void kdat_ia_free_memory(struct kdat_ia *ia);
 
 /* kdat_ioctl.c */
 long kdat_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
+void kdat_addr_out(struct kdat_addr *out, const struct sockaddr_storage *ss);
 
 #endif /* KDAT_PRIV_H */

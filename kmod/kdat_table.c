@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The shared object table: one record per handle slot, written by the kernel
+ * under its owner's ctx->lock and mapped read-only into userspace, so that
+ * reading an endpoint's state costs a few loads instead of an ioctl.
+ *
+ * The table's pages are allocated as slots are first used (slots are handed
+ * out lowest first, so they fill page by page) and are freed only with the
+ * table, which lives as long as its owner or any mapping of it.  The fault
+ * handler hands out pages that exist and SIGBUSes the rest.
+ */
+#include <linux/capability.h>
+#include <linux/cred.h>
+#include <linux/mm.h>
+#include <linux/random.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include "kdat_priv.h"
+
+#define KDAT_TABLE_PAGES	DIV_ROUND_UP(KDAT_TABLE_MAP_SIZE, PAGE_SIZE)
+
+struct kdat_table {
+	struct kref ref;
+	struct list_head node;		/* in kdat_tables while its owner lives */
+	u64 id;
+	kuid_t uid;
+	bool kernel;
+	u16 gen_base;			/* first generation of every slot */
+	u32 high_water;			/* slots with a page (writer's copy) */
+	struct kdat_table_header *hdr;
+	struct page *pages[KDAT_TABLE_PAGES];
+};
+
+static LIST_HEAD(kdat_tables);
+static DEFINE_MUTEX(kdat_tables_lock);
+static atomic64_t kdat_table_ids = ATOMIC64_INIT(0);
+
+/* kernel_owner: a kernel consumer's name; NULL for an open file. */
+struct kdat_table *kdat_table_create(const char *kernel_owner)
+{
+	bool kernel = kernel_owner;
+	struct kdat_table *t = kvzalloc(sizeof(*t), GFP_KERNEL);
+	struct kdat_table_header *hdr;
+
+	if (!t)
+		return NULL;
+	t->pages[0] = alloc_page(GFP_KERNEL | __GFP_ZERO);
+	if (!t->pages[0]) {
+		kvfree(t);
+		return NULL;
+	}
+	kref_init(&t->ref);
+	t->id = atomic64_inc_return(&kdat_table_ids);
+	t->uid = current_euid();
+	t->kernel = kernel;
+	/* a handle of one file is (nearly always) stale in another */
+	t->gen_base = get_random_u32_inclusive(1, 0xffff);
+	hdr = page_address(t->pages[0]);
+	t->hdr = hdr;
+	hdr->magic = KDAT_TABLE_MAGIC;
+	hdr->layout = KDAT_TABLE_LAYOUT;
+	hdr->header_size = KDAT_TABLE_HEADER_SIZE;
+	hdr->record_size = KDAT_TABLE_RECORD_SIZE;
+	hdr->max_slots = KDAT_TABLE_MAX_SLOTS;
+	hdr->id = t->id;
+	hdr->created_ns = ktime_get_boottime_ns();
+	hdr->flags = kernel ? KDAT_TABLE_KERNEL : 0;
+	hdr->pid = kernel ? 0 : task_tgid_nr(current);
+	hdr->uid = from_kuid_munged(&init_user_ns, t->uid);
+	if (kernel)
+		strscpy(hdr->comm, kernel_owner, sizeof(hdr->comm));
+	else
+		get_task_comm(hdr->comm, current);
+	mutex_lock(&kdat_tables_lock);
+	list_add_tail(&t->node, &kdat_tables);
+	mutex_unlock(&kdat_tables_lock);
+	return t;
+}
+
+static void kdat_table_release(struct kref *ref)
+{
+	struct kdat_table *t = container_of(ref, struct kdat_table, ref);
+	unsigned int i;
+
+	for (i = 0; i < KDAT_TABLE_PAGES; i++)
+		if (t->pages[i])
+			__free_page(t->pages[i]);
+	kvfree(t);
+}
+
+void kdat_table_get(struct kdat_table *t)
+{
+	kref_get(&t->ref);
+}
+
+void kdat_table_put(struct kdat_table *t)
+{
+	if (t)
+		kref_put(&t->ref, kdat_table_release);
+}
+
+/* The owner is gone: unlist the table; mappings keep what they see. */
+void kdat_table_close(struct kdat_table *t)
+{
+	mutex_lock(&kdat_tables_lock);
+	list_del_init(&t->node);
+	mutex_unlock(&kdat_tables_lock);
+	WRITE_ONCE(t->hdr->flags, t->hdr->flags | KDAT_TABLE_CLOSED);
+	kdat_table_put(t);
+}
+
+static size_t kdat_slot_offset(u32 slot)
+{
+	return KDAT_TABLE_HEADER_SIZE + (size_t)slot * KDAT_TABLE_RECORD_SIZE;
+}
+
+static struct kdat_record *kdat_table_record(struct kdat_table *t, u32 slot)
+{
+	size_t off = kdat_slot_offset(slot);
+
+	return page_address(t->pages[off >> PAGE_SHIFT]) + offset_in_page(off);
+}
+
+/*
+ * Make slot usable (its page exists) and return the handle it gets now.
+ * Caller holds the owner's ctx->lock.  0: no memory.
+ */
+u32 kdat_table_claim(struct kdat_table *t, u32 slot)
+{
+	size_t idx = kdat_slot_offset(slot) >> PAGE_SHIFT;
+	struct kdat_record *rec;
+	u16 gen;
+
+	if (WARN_ON_ONCE(!slot || slot >= KDAT_TABLE_MAX_SLOTS))
+		return 0;
+	if (!t->pages[idx]) {
+		struct page *page = alloc_page(GFP_KERNEL | __GFP_ZERO);
+
+		if (!page)
+			return 0;
+		/* publish the page before a reader can learn of its slots */
+		smp_store_release(&t->pages[idx], page);
+	}
+	if (slot > t->high_water) {
+		t->high_water = slot;
+		smp_store_release(&t->hdr->high_water, slot);
+	}
+	rec = kdat_table_record(t, slot);
+	gen = rec->generation ? rec->generation + 1 : t->gen_base;
+	if (!gen)
+		gen = 1;
+	return (u32)gen << 16 | slot;
+}
+
+/*
+ * Open a record for writing (the seqcount's odd phase).  Writers are
+ * serialised by the owner's ctx->lock; readers retry across it.
+ */
+struct kdat_record *kdat_table_write_begin(struct kdat_table *t, u32 slot)
+{
+	struct kdat_record *rec = kdat_table_record(t, slot);
+
+	WRITE_ONCE(rec->seq, rec->seq + 1);
+	smp_wmb();
+	return rec;
+}
+
+void kdat_table_write_end(struct kdat_table *t, struct kdat_record *rec, int live_delta)
+{
+	smp_wmb();
+	WRITE_ONCE(rec->seq, rec->seq + 1);
+	WRITE_ONCE(t->hdr->updates, t->hdr->updates + 1);
+	if (live_delta)
+		WRITE_ONCE(t->hdr->live, t->hdr->live + live_delta);
+}
+
+/* ---- mmap ------------------------------------------------------------------ */
+
+static void kdat_table_vm_open(struct vm_area_struct *vma)
+{
+	kdat_table_get(vma->vm_private_data);
+}
+
+static void kdat_table_vm_close(struct vm_area_struct *vma)
+{
+	kdat_table_put(vma->vm_private_data);
+}
+
+static vm_fault_t kdat_table_fault(struct vm_fault *vmf)
+{
+	struct kdat_table *t = vmf->vma->vm_private_data;
+	unsigned long idx = vmf->pgoff - vmf->vma->vm_pgoff;
+	struct page *page;
+
+	if (idx >= KDAT_TABLE_PAGES)
+		return VM_FAULT_SIGBUS;
+	page = smp_load_acquire(&t->pages[idx]);
+	if (!page)
+		return VM_FAULT_SIGBUS;
+	get_page(page);
+	vmf->page = page;
+	return 0;
+}
+
+static const struct vm_operations_struct kdat_table_vm_ops = {
+	.open = kdat_table_vm_open,
+	.close = kdat_table_vm_close,
+	.fault = kdat_table_fault,
+};
+
+int kdat_table_mmap(struct kdat_table *t, struct vm_area_struct *vma)
+{
+	if (vma->vm_flags & VM_WRITE)
+		return -EACCES;
+	if (vma->vm_end - vma->vm_start > PAGE_ALIGN(KDAT_TABLE_MAP_SIZE))
+		return -EINVAL;
+	/* never writable, not even after mprotect() */
+	vma->vm_flags &= ~VM_MAYWRITE;
+	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;
+	vma->vm_ops = &kdat_table_vm_ops;
+	vma->vm_private_data = t;
+	kdat_table_get(t);
+	return 0;
+}
+
+/* ---- the list kdatctl reads, and attaching to another owner's table --------- */
+
+static bool kdat_table_may_view(struct kdat_table *t)
+{
+	if (capable(CAP_SYS_ADMIN))
+		return true;
+	return !t->kernel && uid_eq(t->uid, current_euid());
+}
+
+kdat_ret_t kdat_table_list(void __user *ubuf, u32 capacity, u32 *count)
+{
+	struct kdat_table_info info;
+	struct kdat_table_info *all;
+	struct kdat_table *t;
+	kdat_ret_t ret = KDAT_DAT_SUCCESS;
+	u32 n = 0;
+
+	all = kvcalloc(capacity ? capacity : 1, sizeof(*all), GFP_KERNEL);
+	if (!all)
+		return KDAT_ERR(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	mutex_lock(&kdat_tables_lock);
+	list_for_each_entry(t, &kdat_tables, node) {
+		if (!kdat_table_may_view(t))
+			continue;
+		if (n < capacity) {
+			memset(&info, 0, sizeof(info));
+			info.id = t->id;
+			info.pid = READ_ONCE(t->hdr->pid);
+			info.uid = READ_ONCE(t->hdr->uid);
+			info.flags = READ_ONCE(t->hdr->flags);
+			info.live = READ_ONCE(t->hdr->live);
+			memcpy(info.comm, t->hdr->comm, sizeof(info.comm));
+			all[n] = info;
+		}
+		n++;
+	}
+	mutex_unlock(&kdat_tables_lock);
+	*count = n;
+	if (copy_to_user(ubuf, all, sizeof(*all) * min(n, capacity)))
+		ret = KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG4);
+	kvfree(all);
+	return ret;
+}
+
+/* The table with this id, referenced, if the caller may see it. */
+kdat_ret_t kdat_table_find(u64 id, struct kdat_table **out)
+{
+	kdat_ret_t ret = KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	struct kdat_table *t;
+
+	mutex_lock(&kdat_tables_lock);
+	list_for_each_entry(t, &kdat_tables, node) {
+		if (t->id != id)
+			continue;
+		if (kdat_table_may_view(t)) {
+			kdat_table_get(t);
+			*out = t;
+			ret = KDAT_DAT_SUCCESS;
+		} else {
+			ret = KDAT_ERR(KDAT_DAT_PRIVILEGES_VIOLATION, KDAT_DAT_NO_SUBTYPE);
+		}
+		break;
+	}
+	mutex_unlock(&kdat_tables_lock);
+	return ret;
+}
