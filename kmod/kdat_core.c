@@ -2703,21 +2703,15 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 
 /* ---- the exported in-kernel API ---------------------------------------------------------- */
 
-kdat_ret_t kdat_ia_open(const char *name, struct kdat_ia **ia)
+kdat_ret_t __kdat_ia_open(const char *name, struct kdat_ia **ia, const char *owner)
 {
-	char owner_name[MODULE_NAME_LEN];
-	struct module *owner;
 	struct kdat_ctx *ctx;
 	kdat_ret_t ret;
 
 	if (!name || !ia)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG1);
 	/* the shared table names the kernel consumer by its module */
-	preempt_disable();
-	owner = __module_text_address((unsigned long)__builtin_return_address(0));
-	strscpy(owner_name, owner ? owner->name : "kernel", sizeof(owner_name));
-	preempt_enable();
-	ctx = kdat_ctx_create(owner_name);
+	ctx = kdat_ctx_create(owner ? owner : "kernel");
 	if (!ctx)
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 	ret = kdat_ia_open_in(ctx, name, ia);
@@ -2729,7 +2723,7 @@ kdat_ret_t kdat_ia_open(const char *name, struct kdat_ia **ia)
 	__module_get(THIS_MODULE);
 	return KDAT_DAT_SUCCESS;
 }
-EXPORT_SYMBOL_GPL(kdat_ia_open);
+EXPORT_SYMBOL_GPL(__kdat_ia_open);
 
 kdat_ret_t kdat_ia_close(struct kdat_ia *ia, u32 flags)
 {

@@ -100,14 +100,13 @@ void kdat_table_put(struct kdat_table *t)
 		kref_put(&t->ref, kdat_table_release);
 }
 
-/* The owner is gone: unlist the table; mappings keep what they see. */
+/* The owner is gone: unlist the table (idempotent); mappings keep what they see. */
 void kdat_table_close(struct kdat_table *t)
 {
 	mutex_lock(&kdat_tables_lock);
 	list_del_init(&t->node);
 	mutex_unlock(&kdat_tables_lock);
 	WRITE_ONCE(t->hdr->flags, t->hdr->flags | KDAT_TABLE_CLOSED);
-	kdat_table_put(t);
 }
 
 static size_t kdat_slot_offset(u32 slot)

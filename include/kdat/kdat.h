@@ -112,7 +112,9 @@ struct kdat_cr_info {
 /* Called (process context, kdat locks held) each time an event is queued. */
 typedef void (*kdat_upcall_t)(struct kdat_evd *evd, void *context);
 
-kdat_ret_t kdat_ia_open(const char *name, struct kdat_ia **ia);
+kdat_ret_t __kdat_ia_open(const char *name, struct kdat_ia **ia, const char *owner);
+/* Opens an IA of its own for the calling module, which the shared table names. */
+#define kdat_ia_open(name, ia)	__kdat_ia_open(name, ia, KBUILD_MODNAME)
 kdat_ret_t kdat_ia_close(struct kdat_ia *ia, u32 flags);
 kdat_ret_t kdat_ia_query(struct kdat_ia *ia, struct kdat_ia_info *info);
 
