@@ -146,6 +146,7 @@ bool kdat_ring_take(struct kdat_evd *evd, struct kdat_event *out, u32 *nmore)
 	if (head == r->tail || r->tail - head > r->entries)
 		return false;
 	memcpy(out, kdat_ring_entry(r, head), sizeof(*out));
+	/* done reading the entry before the slot is handed back */
 	smp_store_release(&r->hdr->head, head + 1);
 	kdat_ring_fill(evd, NULL);
 	if (nmore)

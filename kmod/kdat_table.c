@@ -143,6 +143,7 @@ u32 kdat_table_claim(struct kdat_table *t, u32 slot)
 	}
 	if (slot > t->high_water) {
 		t->high_water = slot;
+		/* pairs with the reader's acquire: the page is there first */
 		smp_store_release(&t->hdr->high_water, slot);
 	}
 	rec = kdat_table_record(t, slot);
@@ -161,12 +162,14 @@ struct kdat_record *kdat_table_write_begin(struct kdat_table *t, u32 slot)
 	struct kdat_record *rec = kdat_table_record(t, slot);
 
 	WRITE_ONCE(rec->seq, rec->seq + 1);
+	/* odd seq visible before any field changes (reader's final seq check) */
 	smp_wmb();
 	return rec;
 }
 
 void kdat_table_write_end(struct kdat_table *t, struct kdat_record *rec, int live_delta)
 {
+	/* all fields visible before seq turns even (reader's acquire of seq) */
 	smp_wmb();
 	WRITE_ONCE(rec->seq, rec->seq + 1);
 	WRITE_ONCE(t->hdr->updates, t->hdr->updates + 1);
@@ -194,6 +197,7 @@ static vm_fault_t kdat_table_fault(struct vm_fault *vmf)
 
 	if (idx >= KDAT_TABLE_PAGES)
 		return VM_FAULT_SIGBUS;
+	/* pairs with the release in kdat_table_claim(): a zeroed page */
 	page = smp_load_acquire(&t->pages[idx]);
 	if (!page)
 		return VM_FAULT_SIGBUS;
