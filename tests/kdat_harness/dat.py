@@ -446,6 +446,51 @@ class Kdat:
     def cr_reject(self, cr, private_data=b"", private_data_size=None):
         self.do("cr_reject", cr=cr, private_data=private_data, private_data_size=private_data_size)
 
+    # -- shared object table (ABI 3) --
+    def table(self, length=None):
+        """This file's object table, mapped read-only at KDAT_MMAP_TABLE (shared.ObjectTable)."""
+        from .shared import TABLE_MAP_SIZE, ObjectTable
+        return ObjectTable(self.fd, C["KDAT_MMAP_TABLE"], length or TABLE_MAP_SIZE)
+
+    def view(self, length=None):
+        """The table KDAT_IOC_TABLE_ATTACH selected, mapped at KDAT_MMAP_VIEW."""
+        from .shared import TABLE_MAP_SIZE, ObjectTable
+        return ObjectTable(self.fd, C["KDAT_MMAP_VIEW"], length or TABLE_MAP_SIZE)
+
+    def table_list_raw(self, capacity=64, tables=None):
+        """KDAT_IOC_TABLE_LIST into a ctypes array of `capacity` kdat_table_info (or the given one):
+        (result struct, array)."""
+        info = U.structs["kdat_table_info"]
+        if tables is None:
+            tables = (info * max(capacity, 1))()
+        ptr = ctypes.addressof(tables) if capacity else 0
+        r = self.call("table_list", capacity=capacity, tables=ptr)
+        return r, tables
+
+    def table_list(self, capacity=64):
+        """(count, [namespace of each kdat_table_info returned]); grows the array until all fit."""
+        while True:
+            r, arr = self.table_list_raw(capacity)
+            if not is_success(r.status):
+                raise DatError("table_list", r.status, r)
+            if r.count <= capacity:
+                return r.count, [to_py(arr[i]) for i in range(r.count)]
+            capacity = r.count + 8
+
+    def table_attach(self, table_id):
+        self.do("table_attach", id=table_id)
+
+    # -- event rings (ABI 3) --
+    def evd_ring(self, evd, map_it=True):
+        """KDAT_IOC_EVD_RING: a shared.Ring with the ring's fd, mapped read/write (unless map_it
+        is False)."""
+        from .shared import Ring
+        return Ring(self, evd, self.do("evd_ring", evd=evd), map_it)
+
+    def evd_ring_wait(self, evd, threshold=1, timeout_us=0):
+        """The KDAT_IOC_EVD_RING_WAIT result struct (status, available), not raising."""
+        return self.call("evd_ring_wait", evd=evd, threshold=threshold, timeout_us=timeout_us)
+
 
 # ---- test helpers ----------------------------------------------------------------------------
 

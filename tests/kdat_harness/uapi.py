@@ -4,8 +4,15 @@ The header keeps to a subset this parser understands: #define NAME <int or known
 of __u8/__u16/__u32/__u64/__s32/__s64/char fields, fixed arrays and nested kdat structs, and ioctl
 numbers made with _IO/_IOR/_IOW/_IOWR.  tests/host checks every struct's size and offsets against
 the C compiler's.
+
+Defines the simple rules above do not cover (arithmetic with * and /, sizeof(struct x), macros with
+parameters such as KDAT_RING_MAP_SIZE(entries)) are evaluated afterwards by a small evaluator of C
+integer expressions (no eval of arbitrary code): consts gets the object-like ones, macros the
+function-like ones, and macro(name, *args) evaluates one of those.
 """
+import ast
 import ctypes
+import operator
 import os
 import re
 
@@ -40,6 +47,8 @@ class Uapi:
         self._parse_defines(text)
         for m in re.finditer(r"struct\s+(\w+)\s*\{(.*?)\}\s*;", text, flags=re.S):
             self.structs[m.group(1)] = self._make_struct(m.group(1), m.group(2))
+        self.macros = {}
+        self._parse_expressions(text)
         for m in re.finditer(r"#define\s+(\w+)\s+(_IO\w*)\(\s*(\w+)\s*,\s*(\w+)\s*(?:,\s*struct\s+(\w+))?\s*\)",
                              text):
             name, macro, typ, nr, sname = m.groups()
@@ -75,6 +84,60 @@ class Uapi:
                 self.consts[name] = acc
             except (ValueError, KeyError):
                 pass
+
+    # -- C integer expressions: the remaining defines ----------------------------------------------
+
+    _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+               ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.LShift: operator.lshift,
+               ast.RShift: operator.rshift, ast.BitOr: operator.or_, ast.BitAnd: operator.and_,
+               ast.BitXor: operator.xor}
+    _UNOPS = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}
+
+    def _parse_expressions(self, text):
+        text = re.sub(r"\\\n", " ", text)   # line continuations
+        for m in re.finditer(r"^#define\s+(\w+)(\(([\w\s,]*)\))?[ \t]+(.+?)[ \t]*$", text, flags=re.M):
+            name, fn, params, body = m.groups()
+            if name in self.consts or name in self.ioctls or re.match(r"_IO\w*\(", body):
+                continue
+            if fn is not None:
+                self.macros[name] = ([p.strip() for p in params.split(",") if p.strip()], body)
+                continue
+            try:
+                self.consts[name] = self.eval_c(body)
+            except (ValueError, KeyError, SyntaxError, TypeError, ZeroDivisionError):
+                pass
+
+    def macro(self, name, *args):
+        """Evaluate a function-like macro of the header with integer arguments."""
+        params, body = self.macros[name]
+        if len(args) != len(params):
+            raise TypeError(f"{name} takes {len(params)} arguments")
+        return self.eval_c(body, dict(zip(params, args)))
+
+    def eval_c(self, expr, env=None):
+        """The value of a C integer expression over the header's names (and env)."""
+        env = dict(env or {})
+        expr = re.sub(r"sizeof\s*\(\s*struct\s+(\w+)\s*\)",
+                      lambda m: str(ctypes.sizeof(self.structs[m.group(1)])), expr)
+        expr = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", expr)
+        expr = expr.replace("/", "//").replace("////", "//")
+        return self._eval_node(ast.parse(expr.strip(), mode="eval").body, env)
+
+    def _eval_node(self, node, env):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id in env:
+                return env[node.id]
+            return self.consts[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in self._BINOPS:
+            return self._BINOPS[type(node.op)](self._eval_node(node.left, env),
+                                               self._eval_node(node.right, env))
+        if isinstance(node, ast.UnaryOp) and type(node.op) in self._UNOPS:
+            return self._UNOPS[type(node.op)](self._eval_node(node.operand, env))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in self.macros:
+            return self.macro(node.func.id, *[self._eval_node(a, env) for a in node.args])
+        raise ValueError(f"not a C integer expression the harness knows: {ast.dump(node)}")
 
     def _make_struct(self, name, body):
         fields = []
