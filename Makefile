@@ -5,7 +5,7 @@ KDIR  ?= /lib/modules/$(KVER)/build
 BUILD ?= $(CURDIR)/build
 JOBS  ?= $(shell nproc)
 
-.PHONY: all deps module user demo test test-host test-guest test-debug kunit test-kernel debug-modules guest-shell check-style clean
+.PHONY: all deps module user bench demo test test-host test-guest test-debug kunit test-kernel debug-modules guest-shell check-style clean
 
 all: module user
 
@@ -20,6 +20,18 @@ module:
 user:
 	cmake -S user -B $(BUILD)/user -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(BUILD)/user -j $(JOBS)
+
+# Benchmarks (bench/): built against an installed libkdat (find_package), run in one guest boot,
+# reported in bench/results/latest.md.  Not part of 'make test'.
+bench-build: all
+	cmake --install $(BUILD)/user --prefix $(BUILD)/stage >/dev/null
+	cmake -S bench -B $(BUILD)/bench -DCMAKE_PREFIX_PATH=$(abspath $(BUILD))/stage -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD)/bench -j $(JOBS)
+
+bench: deps bench-build
+	rm -rf $(BUILD)/bench-results
+	scripts/vm-run --timeout 1800 --results $(BUILD)/bench-results -- bench/run
+	bench/report $(BUILD)/bench-results bench/results/latest.md
 
 demo: deps
 	@$(MAKE) --no-print-directory all

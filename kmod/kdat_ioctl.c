@@ -234,7 +234,7 @@ static long kdat_ioc_evd_wait(struct kdat_ctx *ctx, void __user *uarg)
 	evd = kdat_get(ctx, a.evd, KDAT_OBJ_EVD);
 	if (evd && READ_ONCE(evd->ring)) {
 		/* a ring EVD: the kernel takes from the ring on the caller's behalf */
-		a.status = kdat_evd_ring_wait(evd, a.timeout_us ? a.timeout_us : 1, a.threshold,
+		a.status = kdat_evd_ring_wait(evd, a.timeout_us, a.threshold,
 					      &a.event, &a.nmore, NULL);
 		kdat_put(evd);
 		kfree(info);
