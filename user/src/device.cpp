@@ -1,6 +1,5 @@
 #include <fcntl.h>
-#include <sys/ioctl.h>
-#include <uapi/kdat.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,37 +7,79 @@
 #include <kdat/device.hpp>
 #include <utility>
 
+#include "detail.hpp"
+
 namespace kdat {
 
-Device::Device(const std::string &path) : fd_(::open(path.c_str(), O_RDWR | O_CLOEXEC)) {
-  if (fd_ < 0) {
-    const int err = errno;
-    throw Error(dat_from_errno(err), "open " + path + ": " + std::strerror(err));
-  }
+namespace detail {
+
+void throw_errno(int err, const char *what) {
+  throw Error(dat_from_errno(err), std::string(what) + ": " + std::strerror(err));
 }
 
-Device::Device(Device &&other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+void throw_null_handle(std::uint32_t subtype, const char *what) {
+  throw Error({KDAT_DAT_CLASS_ERROR | KDAT_DAT_INVALID_HANDLE | subtype},
+              std::string(what) + ": object already freed");
+}
 
-Device &Device::operator=(Device &&other) noexcept {
+std::uint32_t timeout_us(Timeout timeout, const char *what) {
+  if (timeout == infinite) return KDAT_TIMEOUT_INFINITE;
+  // The largest finite value is one below the INFINITE marker.
+  if (timeout.count() < 0 || timeout.count() >= static_cast<Timeout::rep>(KDAT_TIMEOUT_INFINITE)) {
+    throw Error({KDAT_DAT_CLASS_ERROR | KDAT_DAT_INVALID_PARAMETER},
+                std::string(what) + ": timeout out of range");
+  }
+  return static_cast<std::uint32_t>(timeout.count());
+}
+
+PrivateData private_data_from(const std::uint8_t *data, std::uint32_t size, std::size_t capacity) {
+  const auto *bytes = reinterpret_cast<const std::byte *>(data);
+  return PrivateData(bytes, bytes + std::min<std::size_t>(size, capacity));
+}
+
+const TableView &DeviceState::own_table() {
+  std::call_once(table_once, [this] {
+    table_region = MappedRegion::map(file.get(), KDAT_MMAP_TABLE, KDAT_TABLE_MAP_SIZE, PROT_READ,
+                                     "mmap table");
+    table_view = TableView(table_region.data(), table_region.size());
+  });
+  return table_view;
+}
+
+}  // namespace detail
+
+UniqueFd &UniqueFd::operator=(UniqueFd &&other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
+    reset();
+    fd_ = other.release();
   }
   return *this;
 }
 
-Device::~Device() {
+void UniqueFd::reset() {
   if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
+
+Device::Device(const std::string &path) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (fd.get() < 0) {
+    const int err = errno;
+    throw Error(dat_from_errno(err), "open " + path + ": " + std::strerror(err));
+  }
+  state_ = std::make_shared<detail::DeviceState>(std::move(fd));
+}
+
+Device::~Device() = default;
+
+int Device::fd() const { return state_ ? state_->file.get() : -1; }
 
 Version Device::version() const {
   kdat_version v{};
-  v.size = sizeof(v);
-  if (::ioctl(fd_, KDAT_IOC_VERSION, &v) != 0) {
-    const int err = errno;
-    throw Error(dat_from_errno(err), std::string("KDAT_IOC_VERSION: ") + std::strerror(err));
-  }
+  detail::ioctl_raw(fd(), KDAT_IOC_VERSION, v, "KDAT_IOC_VERSION");
   return Version{v.abi_version, v.dat_major, v.dat_minor, v.num_devices};
 }
+
+const TableView &Device::table() const { return state_->own_table(); }
 
 }  // namespace kdat

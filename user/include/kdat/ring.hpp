@@ -1,0 +1,44 @@
+// The consumer side of an EVD's event ring (include/uapi/kdat.h, "Event rings"): the kernel
+// appends at tail, this consumer takes from head.  Pure memory logic, no syscalls, so it is
+// tested against an in-memory ring.
+#pragma once
+
+#include <uapi/kdat.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+namespace kdat {
+
+// Not thread-safe: the ring has one consumer; callers serialise pop().  available(), backlog(),
+// overflow() and dead() may be read from any thread.
+class RingConsumer {
+ public:
+  RingConsumer() = default;
+  // `base` is the mapping's start (the header), `size` its length.  Throws
+  // Error(DAT_INTERNAL_ERROR) if the header is not a ring (entries not a power of two, entries past
+  // the mapping, ...).
+  RingConsumer(void *base, std::size_t size);
+
+  [[nodiscard]] std::uint32_t entries() const { return entries_; }
+  // Events in the ring now (tail loaded with acquire).
+  [[nodiscard]] std::uint32_t available() const;
+  // Events the kernel holds behind a full ring; RING_WAIT moves them in.
+  [[nodiscard]] std::uint32_t backlog() const;
+  // Events the kernel could not queue at all (a running count).
+  [[nodiscard]] std::uint32_t overflow() const;
+  // The EVD was freed.
+  [[nodiscard]] bool dead() const;
+  // Take the oldest event, releasing its slot to the kernel; nullopt when the ring is empty.
+  [[nodiscard]] std::optional<kdat_event> pop();
+
+ private:
+  kdat_ring_header *header_ = nullptr;
+  const std::byte *entries_base_ = nullptr;
+  std::uint32_t entries_ = 0;
+  std::uint32_t mask_ = 0;
+  std::uint32_t entry_size_ = 0;
+};
+
+}  // namespace kdat

@@ -1,0 +1,213 @@
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cstdio>
+#include <cstring>
+#include <kdat/ep_state.hpp>
+#include <kdat/error.hpp>
+#include <kdat/names.hpp>
+#include <kdat/types.hpp>
+#include <string>
+
+namespace kdat {
+
+std::string event_name(std::uint32_t number) {
+  switch (number) {
+    case 0: return "NONE";
+#define KDAT_CXX_EVENT_(name) \
+  case KDAT_DAT_##name: return #name;
+      KDAT_CXX_EVENT_(DTO_COMPLETION_EVENT)
+      KDAT_CXX_EVENT_(RMR_BIND_COMPLETION_EVENT)
+      KDAT_CXX_EVENT_(CONNECTION_REQUEST_EVENT)
+      KDAT_CXX_EVENT_(CONNECTION_EVENT_ESTABLISHED)
+      KDAT_CXX_EVENT_(CONNECTION_EVENT_PEER_REJECTED)
+      KDAT_CXX_EVENT_(CONNECTION_EVENT_NON_PEER_REJECTED)
+      KDAT_CXX_EVENT_(CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR)
+      KDAT_CXX_EVENT_(CONNECTION_EVENT_DISCONNECTED)
+      KDAT_CXX_EVENT_(CONNECTION_EVENT_BROKEN)
+      KDAT_CXX_EVENT_(CONNECTION_EVENT_TIMED_OUT)
+      KDAT_CXX_EVENT_(CONNECTION_EVENT_UNREACHABLE)
+      KDAT_CXX_EVENT_(ASYNC_ERROR_EVD_OVERFLOW)
+      KDAT_CXX_EVENT_(ASYNC_ERROR_IA_CATASTROPHIC)
+      KDAT_CXX_EVENT_(ASYNC_ERROR_EP_BROKEN)
+      KDAT_CXX_EVENT_(SOFTWARE_EVENT)
+#undef KDAT_CXX_EVENT_
+    default: {
+      char text[32];
+      std::snprintf(text, sizeof(text), "EVENT_0x%x", number);
+      return text;
+    }
+  }
+}
+
+const char *record_type_name(std::uint32_t type) {
+  switch (type) {
+    case KDAT_REC_FREE: return "FREE";
+    case KDAT_REC_IA: return "IA";
+    case KDAT_REC_EVD: return "EVD";
+    case KDAT_REC_EP: return "EP";
+    case KDAT_REC_PSP: return "PSP";
+    case KDAT_REC_RSP: return "RSP";
+    case KDAT_REC_CR: return "CR";
+    default: return "?";
+  }
+}
+
+std::string record_state_name(const kdat_record &record) {
+  switch (record.type) {
+    case KDAT_REC_EP: return ep_state_name(record.state);
+    case KDAT_REC_PSP:
+    case KDAT_REC_RSP:
+      if (record.state == KDAT_SP_LISTENING) return "LISTENING";
+      if (record.state == KDAT_SP_USED) return "USED";
+      break;
+    case KDAT_REC_CR:
+      if (record.state == KDAT_CR_PENDING) return "PENDING";
+      if (record.state == KDAT_CR_REMOTE_GONE) return "REMOTE_GONE";
+      break;
+    case KDAT_REC_IA:
+      if (record.state == KDAT_IA_UP) return "UP";
+      if (record.state == KDAT_IA_DEVICE_REMOVED) return "DEVICE_REMOVED";
+      break;
+    case KDAT_REC_EVD: return "QUEUED=" + std::to_string(record.state);
+    case KDAT_REC_FREE: return "-";
+    default: break;
+  }
+  return "STATE_" + std::to_string(record.state);
+}
+
+namespace {
+
+// Length of the valid UTF-8 sequence starting at text[i], or 0 if there is none.
+std::size_t utf8_sequence(std::string_view text, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  std::size_t len;
+  std::uint32_t min;
+  if (lead < 0x80) return 1;
+  if ((lead & 0xe0) == 0xc0) {
+    len = 2;
+    min = 0x80;
+  } else if ((lead & 0xf0) == 0xe0) {
+    len = 3;
+    min = 0x800;
+  } else if ((lead & 0xf8) == 0xf0) {
+    len = 4;
+    min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (i + len > text.size()) return 0;
+  std::uint32_t cp = lead & (0x7fu >> len);
+  for (std::size_t k = 1; k < len; ++k) {
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (byte(i + k) & 0x3fu);
+  }
+  // Overlong forms, surrogates and values past Unicode are not valid UTF-8.
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return len;
+}
+
+}  // namespace
+
+std::string json_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 8);
+  for (std::size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    char hex[8];
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        ++i;
+        continue;
+      case '\\':
+        out += "\\\\";
+        ++i;
+        continue;
+      case '\n':
+        out += "\\n";
+        ++i;
+        continue;
+      case '\r':
+        out += "\\r";
+        ++i;
+        continue;
+      case '\t':
+        out += "\\t";
+        ++i;
+        continue;
+      default: break;
+    }
+    if (c < 0x20 || c == 0x7f) {
+      std::snprintf(hex, sizeof(hex), "\\u%04x", c);
+      out += hex;
+      ++i;
+      continue;
+    }
+    const std::size_t len = utf8_sequence(text, i);
+    if (len == 0) {  // a stray byte: keep it visible as the code point of the same value
+      std::snprintf(hex, sizeof(hex), "\\u%04x", c);
+      out += hex;
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, len));
+    i += len;
+  }
+  return out;
+}
+
+std::string json_string(std::string_view text) { return "\"" + json_escape(text) + "\""; }
+
+Address Address::parse(std::string_view literal, std::uint16_t port) {
+  std::string text(literal);
+  if (text.size() >= 2 && text.front() == '[' && text.back() == ']') {
+    text = text.substr(1, text.size() - 2);
+  }
+  Address a;
+  a.raw.port = port;
+  if (::inet_pton(AF_INET, text.c_str(), a.raw.addr) == 1) {
+    a.raw.family = KDAT_AF_INET;
+  } else if (::inet_pton(AF_INET6, text.c_str(), a.raw.addr) == 1) {
+    a.raw.family = KDAT_AF_INET6;
+  } else {
+    throw Error({KDAT_DAT_CLASS_ERROR | KDAT_DAT_INVALID_ADDRESS},
+                "not an IP address: '" + std::string(literal) + "'");
+  }
+  return a;
+}
+
+std::string Address::to_string() const {
+  char text[INET6_ADDRSTRLEN] = "";
+  switch (raw.family) {
+    case KDAT_AF_INET:
+      ::inet_ntop(AF_INET, raw.addr, text, sizeof(text));
+      return std::string(text) + ":" + std::to_string(raw.port);
+    case KDAT_AF_INET6:
+      ::inet_ntop(AF_INET6, raw.addr, text, sizeof(text));
+      return "[" + std::string(text) + "]:" + std::to_string(raw.port);
+    case 0: return "-";
+    default: return "family" + std::to_string(raw.family);
+  }
+}
+
+Event Event::from_raw(const kdat_event &raw) {
+  Event e;
+  e.number = raw.number;
+  e.evd = raw.evd;
+  e.ep = raw.ep;
+  e.sp = raw.sp;
+  e.cr = raw.cr;
+  e.dto_status = raw.dto_status;
+  e.cookie = raw.cookie;
+  e.transfered_length = raw.transfered_length;
+  const auto *bytes = reinterpret_cast<const std::byte *>(raw.private_data);
+  e.private_data.assign(
+      bytes, bytes + std::min<std::size_t>(raw.private_data_size, sizeof(raw.private_data)));
+  return e;
+}
+
+std::string Event::name() const { return event_name(number); }
+
+}  // namespace kdat

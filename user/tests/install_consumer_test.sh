@@ -1,0 +1,32 @@
+#!/bin/sh
+# install_consumer_test.sh BUILD_DIR CONSUMER_SRC CXX: install libkdat from BUILD_DIR into a
+# temporary prefix, then build and run CONSUMER_SRC against it twice: as a CMake project with
+# find_package(kdat), and by hand with pkg-config's flags.
+set -eu
+build=$1
+src=$2
+cxx=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+
+cmake --install "$build" --prefix "$prefix" >/dev/null
+libdir=$(dirname "$(find "$prefix" -name 'libkdat.so.0' | head -n 1)")
+test -n "$libdir" || { echo "no libkdat.so.0 installed" >&2; exit 1; }
+test -L "$libdir/libkdat.so" || { echo "no libkdat.so development link" >&2; exit 1; }
+for h in kdat/kdat.hpp kdat/ep_table.h uapi/kdat.h uapi/kdat_dat.h; do
+	test -f "$prefix/include/$h" || { echo "header $h not installed" >&2; exit 1; }
+done
+
+echo "--- find_package(kdat)"
+cmake -S "$src" -B "$tmp/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
+cmake --build "$tmp/cmake-build" >/dev/null
+LD_LIBRARY_PATH=$libdir "$tmp/cmake-build/consumer"
+
+echo "--- pkg-config kdat"
+pcdir=$(dirname "$(find "$prefix" -name kdat.pc | head -n 1)")
+export PKG_CONFIG_PATH=$pcdir
+pkg-config --exists kdat
+# shellcheck disable=SC2046
+"$cxx" -o "$tmp/consumer-pc" "$src/consumer.cpp" $(pkg-config --cflags --libs kdat)
+LD_LIBRARY_PATH=$libdir "$tmp/consumer-pc"

@@ -1,0 +1,92 @@
+// Names and text forms: events, record states, addresses, JSON escaping.
+#include <gtest/gtest.h>
+#include <kdat/ep_table.h>
+
+#include <cstring>
+#include <kdat/names.hpp>
+#include <kdat/types.hpp>
+
+namespace {
+
+TEST(Names, Events) {
+  EXPECT_EQ(kdat::event_name(KDAT_DAT_CONNECTION_EVENT_ESTABLISHED),
+            "CONNECTION_EVENT_ESTABLISHED");
+  EXPECT_EQ(kdat::event_name(KDAT_DAT_CONNECTION_REQUEST_EVENT), "CONNECTION_REQUEST_EVENT");
+  EXPECT_EQ(kdat::event_name(0), "NONE");
+  EXPECT_EQ(kdat::event_name(0x4242), "EVENT_0x4242");
+}
+
+TEST(Names, RecordStates) {
+  kdat_record r{};
+  r.type = KDAT_REC_EP;
+  r.state = KDAT_EP_DISCONNECT_PENDING;
+  EXPECT_EQ(kdat::record_state_name(r), "DISCONNECT_PENDING");
+  r.type = KDAT_REC_PSP;
+  r.state = KDAT_SP_LISTENING;
+  EXPECT_EQ(kdat::record_state_name(r), "LISTENING");
+  r.type = KDAT_REC_CR;
+  r.state = KDAT_CR_REMOTE_GONE;
+  EXPECT_EQ(kdat::record_state_name(r), "REMOTE_GONE");
+  r.type = KDAT_REC_EVD;
+  r.state = 3;
+  EXPECT_EQ(kdat::record_state_name(r), "QUEUED=3");
+  EXPECT_STREQ(kdat::record_type_name(KDAT_REC_RSP), "RSP");
+}
+
+TEST(Names, FixedStringsNeedNoTerminator) {
+  const char full[4] = {'a', 'b', 'c', 'd'};
+  EXPECT_EQ(kdat::fixed_string(full), "abcd");
+  const char shorter[4] = {'x', '\0', 'y', 'z'};
+  EXPECT_EQ(kdat::fixed_string(shorter), "x");
+}
+
+TEST(Json, EscapesQuotesBackslashesAndControls) {
+  EXPECT_EQ(kdat::json_escape("plain"), "plain");
+  EXPECT_EQ(kdat::json_escape("a\"b\\c"), "a\\\"b\\\\c");
+  EXPECT_EQ(kdat::json_escape("\n\t\r"), "\\n\\t\\r");
+  EXPECT_EQ(kdat::json_escape(std::string_view("\x01\x1f\x7f", 3)), "\\u0001\\u001f\\u007f");
+  EXPECT_EQ(kdat::json_escape(std::string_view("a\0b", 3)), "a\\u0000b");
+  EXPECT_EQ(kdat::json_string("x"), "\"x\"");
+}
+
+TEST(Json, KeepsValidUtf8AndEscapesInvalidBytes) {
+  EXPECT_EQ(kdat::json_escape("caf\xc3\xa9"), "caf\xc3\xa9");
+  EXPECT_EQ(kdat::json_escape("\xe2\x82\xac"), "\xe2\x82\xac");          // euro sign
+  EXPECT_EQ(kdat::json_escape("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");  // 4-byte form
+  EXPECT_EQ(kdat::json_escape("\xff"), "\\u00ff");
+  EXPECT_EQ(kdat::json_escape("\xc3"), "\\u00c3");                        // truncated sequence
+  EXPECT_EQ(kdat::json_escape("\xc0\xaf"), "\\u00c0\\u00af");             // overlong '/'
+  EXPECT_EQ(kdat::json_escape("\xed\xa0\x80"), "\\u00ed\\u00a0\\u0080");  // a surrogate
+}
+
+TEST(Address, ParseAndFormat) {
+  const auto v4 = kdat::Address::parse("192.0.2.1", 20000);
+  EXPECT_EQ(v4.raw.family, KDAT_AF_INET);
+  EXPECT_EQ(v4.to_string(), "192.0.2.1:20000");
+  const auto v6 = kdat::Address::parse("[2001:db8::1]", 7);
+  EXPECT_EQ(v6.raw.family, KDAT_AF_INET6);
+  EXPECT_EQ(v6.to_string(), "[2001:db8::1]:7");
+  EXPECT_EQ(kdat::Address{}.to_string(), "-");
+  try {
+    (void)kdat::Address::parse("kdat0");
+    FAIL();
+  } catch (const kdat::Error &e) {
+    EXPECT_EQ(e.code().type(), KDAT_DAT_INVALID_ADDRESS);
+  }
+}
+
+TEST(Event, FromRawCopiesPrivateDataAndNames) {
+  kdat_event raw{};
+  raw.number = KDAT_DAT_CONNECTION_EVENT_ESTABLISHED;
+  raw.private_data_size = 4;
+  std::memcpy(raw.private_data, "pong", 4);
+  const auto e = kdat::Event::from_raw(raw);
+  EXPECT_TRUE(e.is_connection_event());
+  EXPECT_FALSE(e.is_connection_request());
+  EXPECT_EQ(e.private_data_string(), "pong");
+  EXPECT_EQ(e.name(), "CONNECTION_EVENT_ESTABLISHED");
+  raw.private_data_size = 100000;  // a lying size is clamped to the buffer
+  EXPECT_EQ(kdat::Event::from_raw(raw).private_data.size(), sizeof(raw.private_data));
+}
+
+}  // namespace

@@ -1,0 +1,251 @@
+#include "render.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <kdat/names.hpp>
+#include <kdat/types.hpp>
+#include <map>
+
+namespace kdatctl {
+
+using kdat::json_string;
+using kdat::Record;
+
+namespace {
+
+std::string address_text(const kdat_addr &addr) { return kdat::Address{addr}.to_string(); }
+
+std::string age_text(std::uint64_t now_ns, std::uint64_t then_ns) {
+  if (then_ns == 0 || now_ns < then_ns) return "-";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3fs", static_cast<double>(now_ns - then_ns) / 1e9);
+  return text;
+}
+
+std::string flags_text(const Record &r) {
+  std::string text;
+  if (r.flags & KDAT_RECF_ACTIVE) text += "active,";
+  if (r.flags & KDAT_RECF_PROVIDER) text += "provider,";
+  if (r.flags & KDAT_RECF_RING) text += "ring,";
+  if (!text.empty()) text.pop_back();
+  return text;
+}
+
+std::string table_flags_json(const kdat::TableHeader &h) {
+  std::string text = "[";
+  if (h.kernel()) text += "\"kernel\",";
+  if (h.closed()) text += "\"closed\",";
+  if (text.back() == ',') text.pop_back();
+  return text + "]";
+}
+
+std::vector<Record> ordered(const std::vector<Record> &records) {
+  std::vector<Record> out = records;
+  std::stable_sort(out.begin(), out.end(), [](const Record &a, const Record &b) {
+    const int ra = type_rank(a.type), rb = type_rank(b.type);
+    if (ra != rb) return ra < rb;
+    return KDAT_HANDLE_SLOT(a.handle) < KDAT_HANDLE_SLOT(b.handle);
+  });
+  return out;
+}
+
+// Addresses and qualifiers only where the ABI defines them for the type.
+bool has_local(const Record &r) { return r.type != KDAT_REC_EVD && r.local_addr.family != 0; }
+bool has_remote(const Record &r) {
+  return (r.type == KDAT_REC_EP || r.type == KDAT_REC_CR) && r.remote_addr.family != 0;
+}
+bool has_conn_qual(const Record &r) {
+  return r.type == KDAT_REC_EP || r.type == KDAT_REC_PSP || r.type == KDAT_REC_RSP;
+}
+
+void record_json(std::ostream &out, const Record &r, std::uint64_t now_ns) {
+  out << "{\"handle\":" << r.handle << ",\"handle_hex\":" << json_string(handle_text(r.handle))
+      << ",\"slot\":" << KDAT_HANDLE_SLOT(r.handle) << ",\"generation\":" << r.generation
+      << ",\"type\":" << json_string(kdat::record_type_name(r.type))
+      << ",\"state\":" << json_string(kdat::record_state_name(r)) << ",\"state_value\":" << r.state
+      << ",\"owner\":" << r.owner << ",\"link\":" << r.link << ",\"link2\":" << r.link2
+      << ",\"local\":" << (has_local(r) ? json_string(address_text(r.local_addr)) : "null")
+      << ",\"remote\":" << (has_remote(r) ? json_string(address_text(r.remote_addr)) : "null")
+      << ",\"conn_qual\":" << r.conn_qual << ",\"ird\":" << r.ird << ",\"ord\":" << r.ord
+      << ",\"transitions\":" << r.transitions << ",\"events\":" << r.events
+      << ",\"last_event\":" << json_string(kdat::event_name(r.last_event))
+      << ",\"flags\":" << json_string(flags_text(r)) << ",\"created_ns\":" << r.created_ns
+      << ",\"changed_ns\":" << r.changed_ns
+      << ",\"age_ns\":" << (r.created_ns != 0 && now_ns >= r.created_ns ? now_ns - r.created_ns : 0)
+      << "}";
+}
+
+}  // namespace
+
+int type_rank(std::uint32_t type) {
+  switch (type) {
+    case KDAT_REC_IA: return 0;
+    case KDAT_REC_EP: return 1;
+    case KDAT_REC_PSP: return 2;
+    case KDAT_REC_RSP: return 3;
+    case KDAT_REC_CR: return 4;
+    case KDAT_REC_EVD: return 5;
+    default: return 6;
+  }
+}
+
+std::string handle_text(std::uint32_t handle) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "0x%08x", handle);
+  return text;
+}
+
+void render_text(std::ostream &out, const std::vector<kdat::TableSnapshot> &tables,
+                 std::uint64_t now_ns) {
+  if (tables.empty()) {
+    out << "no tables\n";
+    return;
+  }
+  for (const auto &t : tables) {
+    const auto &h = t.header;
+    out << "table " << h.id << "  pid " << h.pid << "  comm " << h.comm << "  uid " << h.uid
+        << "  live " << h.live << (h.kernel() ? "  kernel" : "") << (h.closed() ? "  closed" : "")
+        << "  age " << age_text(now_ns, h.created_ns) << "\n";
+    if (t.records.empty()) {
+      out << "  (no objects)\n";
+      continue;
+    }
+    char line[512];
+    std::snprintf(line, sizeof(line),
+                  "  %-10s %-4s %-28s %-22s %-22s %9s %4s %4s %5s %6s %-40s %s\n", "HANDLE", "TYPE",
+                  "STATE", "LOCAL", "REMOTE", "CONN_QUAL", "IRD", "ORD", "TRANS", "EVENTS",
+                  "LAST_EVENT", "AGE");
+    out << line;
+    for (const auto &r : ordered(t.records)) {
+      const std::string conn_qual = has_conn_qual(r) ? std::to_string(r.conn_qual) : "-";
+      std::snprintf(
+          line, sizeof(line), "  %-10s %-4s %-28s %-22s %-22s %9s %4u %4u %5u %6u %-40s %s\n",
+          handle_text(r.handle).c_str(), kdat::record_type_name(r.type),
+          kdat::record_state_name(r).c_str(),
+          has_local(r) ? address_text(r.local_addr).c_str() : "-",
+          has_remote(r) ? address_text(r.remote_addr).c_str() : "-", conn_qual.c_str(),
+          static_cast<unsigned>(r.ird), static_cast<unsigned>(r.ord), r.transitions, r.events,
+          kdat::event_name(r.last_event).c_str(), age_text(now_ns, r.created_ns).c_str());
+      out << line;
+    }
+  }
+}
+
+void render_json(std::ostream &out, const std::vector<kdat::TableSnapshot> &tables,
+                 std::uint64_t now_ns) {
+  out << "{\"now_ns\":" << now_ns << ",\"tables\":[";
+  bool first_table = true;
+  for (const auto &t : tables) {
+    const auto &h = t.header;
+    out << (first_table ? "" : ",") << "\n {\"id\":" << h.id << ",\"pid\":" << h.pid
+        << ",\"uid\":" << h.uid << ",\"comm\":" << json_string(h.comm)
+        << ",\"flags\":" << table_flags_json(h) << ",\"live\":" << h.live
+        << ",\"high_water\":" << h.high_water << ",\"updates\":" << h.updates
+        << ",\"created_ns\":" << h.created_ns << ",\"objects\":[";
+    first_table = false;
+    bool first = true;
+    for (const auto &r : ordered(t.records)) {
+      out << (first ? "\n  " : ",\n  ");
+      record_json(out, r, now_ns);
+      first = false;
+    }
+    out << "]}";
+  }
+  out << "]}\n";
+}
+
+std::vector<Change> initial(const kdat::TableSnapshot &snapshot) {
+  std::vector<Change> changes;
+  for (const auto &r : snapshot.records) {
+    if (r.handle != 0) changes.push_back(Change{Change::Kind::created, snapshot.header, {}, r});
+  }
+  return changes;
+}
+
+std::vector<Change> diff(const kdat::TableSnapshot &before, const kdat::TableSnapshot &after) {
+  std::map<std::uint32_t, Record> old_by_slot, new_by_slot;
+  for (const auto &r : before.records) {
+    if (r.handle != 0) old_by_slot[KDAT_HANDLE_SLOT(r.handle)] = r;
+  }
+  for (const auto &r : after.records) {
+    if (r.handle != 0) new_by_slot[KDAT_HANDLE_SLOT(r.handle)] = r;
+  }
+  std::vector<Change> changes;
+  for (const auto &[slot, old] : old_by_slot) {
+    const auto it = new_by_slot.find(slot);
+    if (it == new_by_slot.end() || it->second.handle != old.handle) {
+      changes.push_back(Change{Change::Kind::freed, after.header, old, {}});
+    }
+  }
+  for (const auto &[slot, now] : new_by_slot) {
+    const auto it = old_by_slot.find(slot);
+    if (it == old_by_slot.end() || it->second.handle != now.handle) {
+      changes.push_back(Change{Change::Kind::created, after.header, {}, now});
+      continue;
+    }
+    const Record &old = it->second;
+    if (old.seq == now.seq) continue;  // nothing written since
+    if (old.state != now.state || old.transitions != now.transitions || old.events != now.events) {
+      changes.push_back(Change{Change::Kind::changed, after.header, old, now});
+    }
+  }
+  return changes;
+}
+
+namespace {
+
+const char *kind_name(Change::Kind kind) {
+  switch (kind) {
+    case Change::Kind::created: return "new";
+    case Change::Kind::changed: return "change";
+    case Change::Kind::freed: return "freed";
+  }
+  return "?";
+}
+
+// State changes the reader did not see: the transitions counter moved more than once.
+std::uint32_t unseen(const Change &c) {
+  if (c.kind != Change::Kind::changed) return 0;
+  const std::uint32_t delta = c.after.transitions - c.before.transitions;
+  return delta > 1 ? delta - 1 : 0;
+}
+
+}  // namespace
+
+void render_change_text(std::ostream &out, const Change &c, std::uint64_t now_ns) {
+  const Record &r = c.kind == Change::Kind::freed ? c.before : c.after;
+  char stamp[32];
+  std::snprintf(stamp, sizeof(stamp), "%.6f", static_cast<double>(now_ns) / 1e9);
+  out << stamp << " table " << c.table.id << " pid " << c.table.pid << " " << c.table.comm << " "
+      << kdat::record_type_name(r.type) << " " << handle_text(r.handle) << " " << kind_name(c.kind)
+      << " ";
+  switch (c.kind) {
+    case Change::Kind::created: out << kdat::record_state_name(r); break;
+    case Change::Kind::freed: out << "(was " << kdat::record_state_name(r) << ")"; break;
+    case Change::Kind::changed:
+      out << kdat::record_state_name(c.before) << " -> " << kdat::record_state_name(c.after);
+      break;
+  }
+  if (r.type == KDAT_REC_EP) {
+    out << " transitions " << r.transitions;
+    if (unseen(c) != 0) out << " (+" << unseen(c) << " unseen)";
+  }
+  if (r.last_event != 0) out << " last_event " << kdat::event_name(r.last_event);
+  out << "\n";
+}
+
+void render_change_json(std::ostream &out, const Change &c, std::uint64_t now_ns) {
+  const Record &r = c.kind == Change::Kind::freed ? c.before : c.after;
+  out << "{\"time_ns\":" << now_ns << ",\"table\":" << c.table.id << ",\"pid\":" << c.table.pid
+      << ",\"comm\":" << json_string(c.table.comm) << ",\"change\":\"" << kind_name(c.kind)
+      << "\",\"handle\":" << r.handle << ",\"type\":" << json_string(kdat::record_type_name(r.type))
+      << ",\"from\":"
+      << (c.kind == Change::Kind::created ? "null" : json_string(kdat::record_state_name(c.before)))
+      << ",\"to\":"
+      << (c.kind == Change::Kind::freed ? "null" : json_string(kdat::record_state_name(c.after)))
+      << ",\"transitions\":" << r.transitions << ",\"unseen\":" << unseen(c)
+      << ",\"events\":" << r.events
+      << ",\"last_event\":" << json_string(kdat::event_name(r.last_event)) << "}\n";
+}
+
+}  // namespace kdatctl
