@@ -3,6 +3,7 @@ consumed with the header's head/tail protocol from Python, poll() on the ring's 
 KDAT_IOC_EVD_RING_WAIT, the backlog behind a full ring, and a consumer that writes garbage."""
 import ctypes
 import fcntl
+import os
 import select
 import threading
 import time
@@ -517,3 +518,20 @@ def test_evd_wait_and_dequeue_consume_from_the_ring(kd, ia):
         assert all(e.name == "CONNECTION_EVENT_NON_PEER_REJECTED" for e in (first, second, *rest))
         assert is_type(kd.status("evd_dequeue", evd=evd), "DAT_QUEUE_EMPTY")
         assert kd.try_wait(evd, 100_000) is None
+
+
+# ---- out fields are not inputs ----------------------------------------------------------------------
+
+def test_stale_out_fields_in_a_request_are_ignored(kd, ia):
+    """The header fails an ioctl (EINVAL) for a wrong size or a non-zero reserved field only; a
+    caller reusing a struct leaves earlier outputs in it (as evd_wait's nmore is ignored)."""
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    s = kd.new("evd_ring", evd=evd)
+    s.fd, s.entries, s.map_size = 5, 7, 4096
+    r = kd.ioctl("evd_ring", s)
+    assert is_success(r.status), status_name(r.status)
+    os.close(r.fd)
+    s = kd.new("evd_ring_wait", evd=evd, threshold=1, timeout_us=0)
+    s.available = 3
+    r = kd.ioctl("evd_ring_wait", s)
+    assert is_type(r.status, "DAT_TIMEOUT_EXPIRED") and r.available == 0

@@ -2,6 +2,7 @@
 from outside any library, through a read-only mapping of /dev/kdat and the header's seqcount
 protocol.  Every record must say what the ioctls say about the same object."""
 import ctypes
+import faulthandler
 import os
 import signal
 import time
@@ -137,7 +138,6 @@ def test_ia_evd_ep_psp_rsp_records_after_create_and_after_free(kd, rdma):
         for e in (evd, crevd, reqevd):
             r = t.record(e)
             assert r.type == REC["EVD"] and r.owner == ia and r.link == 0
-            assert r.state == 0, "an EVD's state is the number of events queued"
             assert not r.flags & C["KDAT_RECF_RING"]
 
         q = kd.ep_query(ep)
@@ -156,14 +156,15 @@ def test_ia_evd_ep_psp_rsp_records_after_create_and_after_free(kd, rdma):
 
         r = t.record(psp)
         assert r.type == REC["PSP"] and r.state == C["KDAT_SP_LISTENING"]
-        assert r.owner == ia and r.link == crevd and r.conn_qual == port
+        assert r.owner == ia and r.link == crevd and r.link2 == 0 and r.conn_qual == port
         assert r.flags & C["KDAT_RECF_PROVIDER"]
         la = addr_from(r.local_addr)
         assert (la.family, la.ip) == (iaq.local_addr.family, iaq.local_addr.ip)
 
         r = t.record(rsp)
         assert r.type == REC["RSP"] and r.state == C["KDAT_SP_LISTENING"]
-        assert r.owner == ia and r.link == rsp_ep and r.conn_qual == rport
+        # "EVD (RSP: EP)": the parenthesis is link2, as the CR row's "SP (EP named)" is
+        assert r.owner == ia and r.link == crevd and r.link2 == rsp_ep and r.conn_qual == rport
         assert not r.flags & C["KDAT_RECF_PROVIDER"]
 
         saved = {h: t.record(h) for h in (psp, rsp, ep, rsp_ep, evd, crevd, reqevd, ia)}
@@ -208,6 +209,7 @@ def test_reusing_a_slot_bumps_the_generation_and_the_old_handle_is_invalid(kd, r
 def test_the_evd_record_counts_queued_events(client):
     k = client.k
     with k.table() as t:
+        assert t.record(client.evd).state == 0, "an EVD's state is the number of events queued"
         ep = client.ep()
         k.ep_connect(ep, host_addr(), next_port(), T)    # nobody listens: one reject event
         r = t.wait_for(lambda r: r.state == 1, client.evd, timeout=T / 1e6)
@@ -462,6 +464,7 @@ def test_touching_a_record_page_past_high_water_is_sigbus(kd, rdma):
     pid = os.fork()
     if pid == 0:     # the child touches the last slot's page: SIGBUS kills it
         try:
+            faulthandler.disable()     # die quietly
             m = Mapping(kd.fd, MAP_SIZE, PROT_READ, MAP_SHARED, 0)
             m.u32(MAP_SIZE - C["KDAT_TABLE_RECORD_SIZE"])
         finally:
