@@ -505,20 +505,7 @@ static kdat_ret_t kdat_ep_check(struct kdat_ep *ep, unsigned int stimulus)
 static int kdat_qp_modify_cm(struct kdat_ep *ep, struct rdma_cm_id *id,
 			     enum ib_qp_state state)
 {
-	struct ib_qp_attr attr = { .qp_state = state };
-	int mask, ret;
-
-	ret = rdma_init_qp_attr(id, &attr, &mask);
-	if (ret)
-		return ret;
-	if (state == IB_QPS_INIT)
-		attr.qp_access_flags = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
-				       IB_ACCESS_REMOTE_READ;
-	if (state == IB_QPS_RTR)
-		attr.max_dest_rd_atomic = ep->ird;
-	if (state == IB_QPS_RTS)
-		attr.max_rd_atomic = ep->ord;
-	return ib_modify_qp(ep->qp, &attr, mask);
+	return ep->ia->cm->modify_qp(id, ep->qp, state, ep->ird, ep->ord);
 }
 
 static void kdat_qp_set(struct kdat_ep *ep, enum ib_qp_state state)
@@ -634,6 +621,7 @@ kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, struct kdat_i
 	atomic_set(&ia->eps_finishing, 0);
 	init_waitqueue_head(&ia->finish_wq);
 	INIT_LIST_HEAD(&ia->dev_node);
+	ia->cm = &kdat_cm_rdma;
 
 	if (kdat_name_to_addr(name, &ia->addr, ia->netdev_name)) {
 		ret = kdat_err(KDAT_DAT_PROVIDER_NOT_FOUND, KDAT_DAT_NO_SUBTYPE);
@@ -1208,13 +1196,14 @@ static void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id)
 {
 	if (!id)
 		return;
-	rdma_destroy_id(id);
+	ep->ia->cm->destroy_id(id);
 	kdat_obj_put(&ep->obj);
 }
 
 /* Deferred destruction of an id whose handler is running (it may not destroy itself). */
 struct kdat_id_work {
 	struct work_struct work;
+	const struct kdat_cm_ops *cm;
 	struct rdma_cm_id *id;
 	struct kdat_obj *obj;
 };
@@ -1223,18 +1212,20 @@ static void kdat_id_destroy_work(struct work_struct *work)
 {
 	struct kdat_id_work *w = container_of(work, struct kdat_id_work, work);
 
-	rdma_destroy_id(w->id);
+	w->cm->destroy_id(w->id);
 	kdat_obj_put(w->obj);
 	kfree(w);
 }
 
-static void kdat_destroy_id_later(struct rdma_cm_id *id, struct kdat_obj *obj)
+static void kdat_destroy_id_later(const struct kdat_cm_ops *cm, struct rdma_cm_id *id,
+				  struct kdat_obj *obj)
 {
 	struct kdat_id_work *w;
 
 	if (!id)
 		return;
 	w = kmalloc(sizeof(*w), GFP_KERNEL | __GFP_NOFAIL);
+	w->cm = cm;
 	w->id = id;
 	w->obj = obj;
 	INIT_WORK(&w->work, kdat_id_destroy_work);
@@ -1249,11 +1240,12 @@ static void kdat_ep_abort_wire(struct kdat_ep *ep)
 {
 	if (ep->cm_id && (ep->state == KDAT_EP_CONNECTED ||
 			  ep->state == KDAT_EP_DISCONNECT_PENDING))
-		rdma_disconnect(ep->cm_id);
+		ep->ia->cm->disconnect(ep->cm_id);
 	kdat_qp_set(ep, IB_QPS_ERR);
 }
 
-static struct rdma_cm_id *kdat_orphan_adopt(struct rdma_cm_id *id);
+static struct rdma_cm_id *kdat_orphan_adopt(const struct kdat_cm_ops *cm,
+					     struct rdma_cm_id *id);
 
 /* Caller holds ctx->lock; returns the id to destroy after unlocking. */
 static struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep)
@@ -1272,7 +1264,7 @@ static struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep)
 	id = kdat_ep_detach_id(ep);
 	if (id && ep->state == KDAT_EP_COMPLETION_PENDING) {
 		/* accepted but not yet established: close it properly later */
-		id = kdat_orphan_adopt(id);
+		id = kdat_orphan_adopt(ep->ia->cm, id);
 		if (!id)
 			kdat_obj_put(&ep->obj);
 	}
@@ -1484,17 +1476,18 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 		if (!timer)
 			return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 	}
-	id = rdma_create_id(&init_net, kdat_cm_handler, ep, RDMA_PS_TCP, IB_QPT_RC);
+	id = ep->ia->cm->create_id(kdat_cm_handler, ep);
 	if (IS_ERR(id)) {
 		kfree(timer);
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
 	}
 	kdat_obj_get_ref(&ep->obj);	/* the id's */
-	err = rdma_resolve_addr(id, (struct sockaddr *)&ep->ia->addr,
-				(struct sockaddr *)&ep->remote_addr, KDAT_RESOLVE_TIMEOUT_MS);
+	err = ep->ia->cm->resolve_addr(id, (struct sockaddr *)&ep->ia->addr,
+				       (struct sockaddr *)&ep->remote_addr,
+				       KDAT_RESOLVE_TIMEOUT_MS);
 	if (err) {
 		/* rdma_destroy_id() takes the handler mutex: never under ctx->lock */
-		kdat_destroy_id_later(id, &ep->obj);
+		kdat_destroy_id_later(ep->ia->cm, id, &ep->obj);
 		kfree(timer);
 		switch (err) {
 		case -ENETUNREACH:
@@ -1675,7 +1668,7 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT) {
 			/* outstanding requests complete as flushed, before DISCONNECTED */
 			if (ep->cm_id)
-				rdma_disconnect(ep->cm_id);
+				ep->ia->cm->disconnect(ep->cm_id);
 			kdat_ep_flush(ep);
 			break;
 		}
@@ -1688,14 +1681,14 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 		if (kdat_ep_graceful_ready(ep)) {
 			ep->graceful_pending = false;
 			if (ep->cm_id)
-				rdma_disconnect(ep->cm_id);
+				ep->ia->cm->disconnect(ep->cm_id);
 		}
 		break;
 	case KDAT_EP_DISCONNECT_PENDING:
 		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT) {
 			ep->graceful_pending = false;
 			if (ep->cm_id)
-				rdma_disconnect(ep->cm_id);
+				ep->ia->cm->disconnect(ep->cm_id);
 			kdat_ep_flush(ep);
 		}
 		break;
@@ -1706,7 +1699,7 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 		break;
 	case KDAT_EP_COMPLETION_PENDING:
 		/* We accepted: the requester may be connected already. */
-		id = kdat_orphan_adopt(kdat_ep_detach_id(ep));
+		id = kdat_orphan_adopt(ep->ia->cm, kdat_ep_detach_id(ep));
 		if (!id)
 			kdat_obj_put(&ep->obj);	/* the id's reference went with it */
 		kdat_qp_set(ep, IB_QPS_ERR);
@@ -1730,16 +1723,16 @@ static kdat_ret_t kdat_sp_listen(struct kdat_sp *sp)
 	struct rdma_cm_id *id;
 	int err;
 
-	id = rdma_create_id(&init_net, kdat_cm_handler, sp, RDMA_PS_TCP, IB_QPT_RC);
+	id = sp->ia->cm->create_id(kdat_cm_handler, sp);
 	if (IS_ERR(id))
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_DEVICE);
 	kdat_sockaddr_set_port(&addr, sp->conn_qual);
-	err = rdma_bind_addr(id, (struct sockaddr *)&addr);
+	err = sp->ia->cm->bind_addr(id, (struct sockaddr *)&addr);
 	if (!err)
-		err = rdma_listen(id, sp->is_rsp ? KDAT_RSP_BACKLOG : KDAT_LISTEN_BACKLOG);
+		err = sp->ia->cm->listen(id, sp->is_rsp ? KDAT_RSP_BACKLOG : KDAT_LISTEN_BACKLOG);
 	if (err) {
 		/* rdma_destroy_id() takes the handler mutex: never under ctx->lock */
-		kdat_destroy_id_later(id, NULL);
+		kdat_destroy_id_later(sp->ia->cm, id, NULL);
 		if (err == -EADDRINUSE)
 			return kdat_err(KDAT_DAT_CONN_QUAL_IN_USE, KDAT_DAT_NO_SUBTYPE);
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_NO_SUBTYPE);
@@ -1864,7 +1857,7 @@ static void kdat_sp_finish(struct kdat_sp *sp, struct rdma_cm_id *id)
 	struct kdat_ctx *ctx = sp->obj.ctx;
 
 	if (id) {
-		rdma_destroy_id(id);
+		sp->ia->cm->destroy_id(id);
 		kdat_obj_put(&sp->obj);
 	}
 	mutex_lock(&ctx->lock);
@@ -1908,7 +1901,7 @@ static struct rdma_cm_id *kdat_cr_kill(struct kdat_cr *cr)
 static void kdat_cr_finish(struct kdat_cr *cr, struct rdma_cm_id *id)
 {
 	if (id) {
-		rdma_destroy_id(id);
+		cr->ia->cm->destroy_id(id);
 		kdat_obj_put(&cr->obj);		/* the id's */
 	}
 	kdat_obj_put(&cr->sp->obj);
@@ -1960,7 +1953,7 @@ static struct rdma_cm_id *kdat_cr_lock_id(struct kdat_cr *cr)
 		cr->busy = true;
 	mutex_unlock(&ctx->lock);
 	if (id)
-		rdma_lock_handler(id);
+		cr->ia->cm->lock_handler(id);
 	return id;
 }
 
@@ -1968,7 +1961,7 @@ static void kdat_cr_unlock_id(struct kdat_cr *cr, struct rdma_cm_id *id)
 {
 	if (!id)
 		return;
-	rdma_unlock_handler(id);
+	cr->ia->cm->unlock_handler(id);
 	mutex_lock(&cr->obj.ctx->lock);
 	cr->busy = false;
 	mutex_unlock(&cr->obj.ctx->lock);
@@ -2050,7 +2043,7 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 		param.flow_control = ep->attr.flow_control;
 		param.rnr_retry_count = ep->attr.rnr_retry_count;
 		param.qp_num = ep->qp->qp_num;
-		err = rdma_accept(id, &param);
+		err = ep->ia->cm->accept(id, &param);
 	}
 	if (err) {
 		/* Establishment cannot complete: seed 003's ACCEPT_COMPLETION_ERROR. */
@@ -2066,7 +2059,7 @@ out:
 		kdat_obj_put(&cr->obj);
 		kdat_cr_finish(cr, NULL);
 		if (dead_id)
-			kdat_destroy_id_later(dead_id, &ep->obj);
+			kdat_destroy_id_later(ep->ia->cm, dead_id, &ep->obj);
 	}
 	return ret;
 }
@@ -2093,8 +2086,8 @@ kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *pdata, s32 pdata_size)
 	if (!cr->remote_gone) {
 		u8 wire[KDAT_PDATA_WIRE_MAX];
 
-		rdma_reject(id, wire, kdat_pdata_wrap(wire, pdata, pdata_size),
-			    IB_CM_REJ_CONSUMER_DEFINED);
+		cr->ia->cm->reject(id, wire, kdat_pdata_wrap(wire, pdata, pdata_size),
+				   IB_CM_REJ_CONSUMER_DEFINED);
 	}
 	if (cr->ep && !cr->ep->obj.dead) {
 		kdat_ep_step(cr->ep, KDAT_EP_STIM_REJECT, NULL, 0);
@@ -2107,7 +2100,7 @@ kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *pdata, s32 pdata_size)
 	}
 	kdat_cr_kill(cr);
 	mutex_unlock(&ctx->lock);
-	rdma_unlock_handler(id);	/* the CR is dead: nobody else takes it */
+	cr->ia->cm->unlock_handler(id);	/* the CR is dead: nobody else takes it */
 	kdat_cr_finish(cr, id);
 	if (provider_ep) {
 		kdat_ep_finish(provider_ep, ep_id);
@@ -2130,6 +2123,7 @@ EXPORT_SYMBOL_GPL(kdat_cr_reject);
 struct kdat_orphan {
 	struct kdat_obj obj;		/* only .type: KDAT_OBJ_ORPHAN */
 	struct list_head node;
+	const struct kdat_cm_ops *cm;	/* the CM of the IA it came from */
 	struct rdma_cm_id *id;
 	bool reaping;			/* kdat_orphans_reap() destroys it */
 };
@@ -2141,7 +2135,8 @@ static DEFINE_MUTEX(kdat_orphans_lock);
  * Caller holds ctx->lock and has detached id from its EP.  Returns the id if
  * it could not be adopted (no memory): the caller destroys it.
  */
-static struct rdma_cm_id *kdat_orphan_adopt(struct rdma_cm_id *id)
+static struct rdma_cm_id *kdat_orphan_adopt(const struct kdat_cm_ops *cm,
+					     struct rdma_cm_id *id)
 {
 	struct kdat_orphan *o;
 
@@ -2151,6 +2146,7 @@ static struct rdma_cm_id *kdat_orphan_adopt(struct rdma_cm_id *id)
 	if (!o)
 		return id;
 	o->obj.type = KDAT_OBJ_ORPHAN;
+	o->cm = cm;
 	o->id = id;
 	mutex_lock(&kdat_orphans_lock);
 	list_add_tail(&o->node, &kdat_orphans);
@@ -2167,10 +2163,10 @@ static int kdat_orphan_event(struct kdat_orphan *o, struct rdma_cm_id *id,
 
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ESTABLISHED:
-		rdma_disconnect(id);	/* DREQ: the peer sees DISCONNECTED */
+		o->cm->disconnect(id);	/* DREQ: the peer sees DISCONNECTED */
 		return 0;
 	case RDMA_CM_EVENT_DISCONNECTED:
-		rdma_disconnect(id);	/* DREP, if the peer closed first */
+		o->cm->disconnect(id);	/* DREP, if the peer closed first */
 		fallthrough;
 	case RDMA_CM_EVENT_REJECTED:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
@@ -2206,7 +2202,7 @@ void kdat_orphans_reap(struct ib_device *ibdev)
 	}
 	mutex_unlock(&kdat_orphans_lock);
 	list_for_each_entry_safe(o, tmp, &reap, node) {
-		rdma_destroy_id(o->id);
+		o->cm->destroy_id(o->id);
 		kfree(o);
 	}
 }
@@ -2349,7 +2345,7 @@ static void kdat_cm_active_response(struct kdat_ep *ep, struct rdma_cm_id *id,
 	if (!err)
 		err = kdat_qp_modify_cm(ep, id, IB_QPS_RTS);
 	if (!err)
-		err = rdma_accept(id, NULL);	/* sends the RTU */
+		err = ep->ia->cm->accept(id, NULL);	/* sends the RTU */
 	if (err) {
 		kdat_qp_set(ep, IB_QPS_ERR);
 		kdat_ep_step(ep, KDAT_EP_STIM_BROKEN, NULL, 0);
@@ -2377,7 +2373,7 @@ static void kdat_cm_active_route(struct kdat_ep *ep, struct rdma_cm_id *id)
 		param.retry_count = ep->attr.retry_count;
 		param.rnr_retry_count = ep->attr.rnr_retry_count;
 		param.qp_num = ep->qp->qp_num;
-		err = rdma_connect_locked(id, &param);
+		err = ep->ia->cm->connect_locked(id, &param);
 	}
 	if (err)
 		kdat_ep_step(ep, KDAT_EP_STIM_NON_PEER_REJECTED, NULL, 0);
@@ -2409,7 +2405,7 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
 		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING &&
-		    rdma_resolve_route(id, KDAT_RESOLVE_TIMEOUT_MS))
+		    ep->ia->cm->resolve_route(id, KDAT_RESOLVE_TIMEOUT_MS))
 			kdat_ep_step(ep, KDAT_EP_STIM_UNREACHABLE, NULL, 0);
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
@@ -2430,7 +2426,7 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 		kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, NULL, 0);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
-		rej = rdma_consumer_reject_data(id, ev, &len);
+		rej = ep->ia->cm->consumer_reject_data(id, ev, &len);
 		if (rej) {
 			plen = kdat_pdata_unwrap(rej, len, &pdata);
 			kdat_ep_step(ep, KDAT_EP_STIM_PEER_REJECTED, pdata, plen);
@@ -2446,7 +2442,7 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		/* Answer a peer's DREQ (DREP); harmless after our own DREQ. */
-		rdma_disconnect(id);
+		ep->ia->cm->disconnect(id);
 		ep->graceful_pending = false;
 		if (ep->state == KDAT_EP_CONNECTED || ep->state == KDAT_EP_DISCONNECT_PENDING)
 			kdat_ep_flush(ep);	/* completions first, then DISCONNECTED */
@@ -2670,7 +2666,7 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 		struct kdat_obj *obj = (struct kdat_obj *)ids[2 * i + 1];
 
 		if (ids[2 * i]) {
-			rdma_destroy_id(ids[2 * i]);
+			ia->cm->destroy_id(ids[2 * i]);
 			kdat_obj_put(obj);	/* the id's reference */
 		}
 	}

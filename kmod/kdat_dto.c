@@ -321,7 +321,7 @@ static void kdat_ep_graceful_work(struct work_struct *work)
 	    kdat_ep_graceful_ready(ep)) {
 		ep->graceful_pending = false;
 		if (ep->cm_id)
-			rdma_disconnect(ep->cm_id);	/* DREQ; DISCONNECTED follows */
+			ep->ia->cm->disconnect(ep->cm_id);	/* DREQ; DISCONNECTED follows */
 	}
 	mutex_unlock(&ctx->lock);
 	kdat_obj_put(&ep->obj);

@@ -12,6 +12,7 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 #include <kdat/kdat.h>
+#include "kdat_cm.h"
 
 /*
  * Locking, in the order it must be taken:
@@ -81,6 +82,7 @@ struct kdat_ia {
 	struct ib_device *ibdev;
 	u32 port_num;
 	struct ib_pd *pd;
+	const struct kdat_cm_ops *cm;	/* kdat_cm_rdma, or a KUnit fake */
 	struct sockaddr_storage addr;
 	char netdev_name[KDAT_NAME_MAX];
 	struct list_head evds, eps, sps, crs;

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The connection manager kdat drives, as a table of operations: every
+ * rdma_cm call of kdat_core.c goes through an IA's ops.  The real backend
+ * (kdat_cm_rdma, the default) calls rdma_cm; a KUnit build may install a
+ * fake on an IA (kdat_test_ia_set_cm_ops) to inject rdma_cm events in exact
+ * orders.  The IA's device, PD, CQs and QPs stay real either way.
+ *
+ * The contract kdat relies on, which a fake must keep:
+ *   - an id's event handler runs with the id's handler mutex held, and a
+ *     non-zero return makes the CM destroy the id after the upcall;
+ *   - destroy_id waits for a running handler (it takes the handler mutex),
+ *     so it is never called with ctx->lock held nor from the id's handler,
+ *     and no event is delivered to an id once destroy_id has begun;
+ *   - accept and connect_locked are called with the handler mutex held
+ *     (from the id's handler, or between lock_handler and unlock_handler);
+ *   - a request's child id is created by the CM with the listener's handler
+ *     and context, and the CONNECT_REQUEST event is delivered to the child.
+ */
+#ifndef KDAT_CM_H
+#define KDAT_CM_H
+
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+
+struct kdat_ia;
+
+struct kdat_cm_ops {
+	/* An RC id in the initial network namespace (RDMA_PS_TCP). */
+	struct rdma_cm_id *(*create_id)(rdma_cm_event_handler handler, void *context);
+	void (*destroy_id)(struct rdma_cm_id *id);
+	int (*bind_addr)(struct rdma_cm_id *id, struct sockaddr *addr);
+	int (*listen)(struct rdma_cm_id *id, int backlog);
+	int (*resolve_addr)(struct rdma_cm_id *id, struct sockaddr *src,
+			    const struct sockaddr *dst, unsigned long timeout_ms);
+	int (*resolve_route)(struct rdma_cm_id *id, unsigned long timeout_ms);
+	/* From the id's handler (ROUTE_RESOLVED): rdma_connect_locked(). */
+	int (*connect_locked)(struct rdma_cm_id *id, struct rdma_conn_param *param);
+	/* Passive accept, or (param NULL) the active side's RTU. */
+	int (*accept)(struct rdma_cm_id *id, struct rdma_conn_param *param);
+	int (*reject)(struct rdma_cm_id *id, const void *pdata, u8 len, u8 reason);
+	int (*disconnect)(struct rdma_cm_id *id);
+	void (*lock_handler)(struct rdma_cm_id *id);
+	void (*unlock_handler)(struct rdma_cm_id *id);
+	/* A REJECTED event's consumer private data, or NULL if not a consumer reject. */
+	const void *(*consumer_reject_data)(struct rdma_cm_id *id,
+					    struct rdma_cm_event *ev, u8 *len);
+	/*
+	 * Moves qp to state (INIT, RTR or RTS) with the connection's attributes
+	 * from id; ird/ord are the negotiated RDMA read depths.
+	 */
+	int (*modify_qp)(struct rdma_cm_id *id, struct ib_qp *qp,
+			 enum ib_qp_state state, u32 ird, u32 ord);
+};
+
+/* The real backend: the kernel's rdma_cm. */
+extern const struct kdat_cm_ops kdat_cm_rdma;
+
+#if IS_ENABLED(CONFIG_KUNIT)
+/* KUnit only: replace an IA's CM before it has any EP or service point. */
+int kdat_test_ia_set_cm_ops(struct kdat_ia *ia, const struct kdat_cm_ops *ops);
+/* KUnit only: what kdat's ib_client does for this IA when its device goes. */
+void kdat_test_ia_device_removed(struct kdat_ia *ia);
+#endif
+
+#endif /* KDAT_CM_H */
