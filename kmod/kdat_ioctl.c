@@ -649,8 +649,6 @@ static long kdat_ioc_evd_ring(struct kdat_ctx *ctx, void __user *uarg)
 	long ret;
 
 	KDAT_IN(kdat_evd_ring, a, uarg);
-	if (a.fd || a.entries || a.map_size)
-		return -EINVAL;
 	evd = kdat_get(ctx, a.evd, KDAT_OBJ_EVD);
 	if (!evd) {
 		a.status = KDAT_BAD_HANDLE(KDAT_DAT_NO_SUBTYPE);
@@ -692,8 +690,6 @@ static long kdat_ioc_evd_ring_wait(struct kdat_ctx *ctx, void __user *uarg)
 	struct kdat_evd *evd;
 
 	KDAT_IN(kdat_evd_ring_wait, a, uarg);
-	if (a.available)
-		return -EINVAL;
 	evd = kdat_get(ctx, a.evd, KDAT_OBJ_EVD);
 	if (!evd)
 		a.status = KDAT_BAD_HANDLE(KDAT_DAT_NO_SUBTYPE);
@@ -711,8 +707,6 @@ static long kdat_ioc_evd_ring_wait(struct kdat_ctx *ctx, void __user *uarg)
 static long kdat_ioc_table_list(void __user *uarg)
 {
 	KDAT_IN(kdat_table_list, a, uarg);
-	if (a.count)
-		return -EINVAL;
 	if (a.capacity > KDAT_TABLE_MAX_SLOTS)
 		a.status = KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
 	else

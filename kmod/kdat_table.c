@@ -9,7 +9,9 @@
  * table, which lives as long as its owner or any mapping of it.  The fault
  * handler hands out pages that exist and SIGBUSes the rest.
  */
+#include <linux/anon_inodes.h>
 #include <linux/capability.h>
+#include <linux/file.h>
 #include <linux/cred.h>
 #include <linux/mm.h>
 #include <linux/random.h>
@@ -212,12 +214,40 @@ static const struct vm_operations_struct kdat_table_vm_ops = {
 	.fault = kdat_table_fault,
 };
 
+static int kdat_table_file_release(struct inode *inode, struct file *file)
+{
+	kdat_table_put(file->private_data);
+	return 0;
+}
+
+/* What a mapping pins instead of the device file (see kdat_table_mmap()). */
+static const struct file_operations kdat_table_fops = {
+	.owner = THIS_MODULE,
+	.release = kdat_table_file_release,
+	.llseek = noop_llseek,
+};
+
 int kdat_table_mmap(struct kdat_table *t, struct vm_area_struct *vma)
 {
+	struct file *file;
+
 	if (vma->vm_flags & VM_WRITE)
 		return -EACCES;
 	if (vma->vm_end - vma->vm_start > PAGE_ALIGN(KDAT_TABLE_MAP_SIZE))
 		return -EINVAL;
+	/*
+	 * A mapping must not keep the /dev/kdat file open: close() is what
+	 * tears the owner's objects down.  So the vma pins a file of the
+	 * table's own, and the table outlives its owner while mapped.
+	 */
+	kdat_table_get(t);
+	file = anon_inode_getfile("[kdat-table]", &kdat_table_fops, t, O_RDONLY);
+	if (IS_ERR(file)) {
+		kdat_table_put(t);
+		return PTR_ERR(file);
+	}
+	vma_set_file(vma, file);
+	fput(file);		/* the vma holds its own reference now */
 	/* never writable, not even after mprotect() */
 	vma->vm_flags &= ~VM_MAYWRITE;
 	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;

@@ -459,7 +459,7 @@ struct kdat_table_header {
  * One object.  Fields by type ("-" = 0):
  *           state            owner  link          addresses            conn_qual
  *   IA      KDAT_IA_*        -      -             local                 -
- *   EVD     events queued    IA     -             -                     -
+ *   EVD     KDAT_EVD_* flags IA     -             -                     -
  *   EP      DAT_EP_STATE     IA     connect EVD   local/remote          remote qualifier
  *   PSP/RSP KDAT_SP_*        IA     EVD (RSP: EP) local                 listened on
  *   CR      KDAT_CR_*        IA     SP (EP named) local/remote          -
