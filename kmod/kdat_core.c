@@ -2077,13 +2077,18 @@ kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *pdata, s32 pdata_size)
 		return ret;
 	id = kdat_cr_lock_id(cr);
 	mutex_lock(&ctx->lock);
-	if (cr->obj.dead || !id || cr->cm_id != id) {
+	/*
+	 * No id and no accept/reject at work on it: the device took the id
+	 * (kdat_ia_device_removed).  The CR is still the consumer's to free,
+	 * and IA teardown frees CRs this way.
+	 */
+	if (cr->obj.dead || (id ? cr->cm_id != id : cr->cm_id || cr->busy)) {
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_CR);
 		mutex_unlock(&ctx->lock);
 		kdat_cr_unlock_id(cr, id);
 		return ret;
 	}
-	if (!cr->remote_gone) {
+	if (id && !cr->remote_gone) {
 		u8 wire[KDAT_PDATA_WIRE_MAX];
 
 		cr->ia->cm->reject(id, wire, kdat_pdata_wrap(wire, pdata, pdata_size),
@@ -2100,7 +2105,8 @@ kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *pdata, s32 pdata_size)
 	}
 	kdat_cr_kill(cr);
 	mutex_unlock(&ctx->lock);
-	cr->ia->cm->unlock_handler(id);	/* the CR is dead: nobody else takes it */
+	if (id)
+		cr->ia->cm->unlock_handler(id);	/* the CR is dead: nobody else takes it */
 	kdat_cr_finish(cr, id);
 	if (provider_ep) {
 		kdat_ep_finish(provider_ep, ep_id);
