@@ -1,0 +1,1164 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KUnit: kdat's endpoint logic against a fake connection manager.
+ *
+ * The IA opens on the real Soft-RoCE device (PD, CQs and QPs are real), then
+ * kdat_test_ia_set_cm_ops() swaps its rdma_cm for the fake below, which
+ * records every call and lets a test deliver rdma_cm events in exact orders,
+ * the way rdma_cm does: with the id's handler mutex held, destroying the id
+ * when the handler returns non-zero, never after destroy_id began.  Holding
+ * an id's handler mutex from the test is "an event for this id is already on
+ * its way": kdat's other paths run meanwhile, and the event is delivered
+ * after them -- the races a real fabric makes hard to provoke.
+ *
+ * Expected outcomes come from include/kdat/ep_table.h (kdat_ep_lookup), so
+ * each case checks kdat against the table, not against a copy of it.
+ */
+#include <linux/delay.h>
+#include <linux/inet.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <kunit/test.h>
+#include <rdma/ib_cm.h>
+#include <kdat/kdat.h>
+#include "kdat_cm.h"
+
+static char *ia_name = "kdat0";
+module_param(ia_name, charp, 0444);
+
+#define WAIT_US		5000000
+#define SHORT_TIMEOUT_US 50000
+#define MAX_EVENTS	16
+
+/* ---- the fake CM -------------------------------------------------------------- */
+
+enum fake_op {
+	OP_CREATE, OP_DESTROY, OP_BIND, OP_LISTEN, OP_RESOLVE_ADDR, OP_RESOLVE_ROUTE,
+	OP_CONNECT, OP_ACCEPT, OP_RTU, OP_REJECT, OP_DISCONNECT, OP_LOCK, OP_MODIFY_QP,
+	OP_COUNT
+};
+
+struct fake_id {
+	struct rdma_cm_id id;
+	struct mutex handler_mutex;	/* held around every upcall, as in rdma_cm */
+	struct list_head node;
+	unsigned int calls[OP_COUNT];
+	bool destroyed;			/* destroy_id ran, or the CM destroyed it */
+	bool cm_destroyed;		/* the handler returned non-zero */
+	u8 reject_reason;
+	u8 reject_len;
+	u8 reject_pdata[IB_CM_REJ_PRIVATE_DATA_SIZE];
+};
+
+static struct {
+	struct mutex lock;		/* ids, calls, fail */
+	struct list_head ids;
+	unsigned int calls[OP_COUNT];
+	int fail[OP_COUNT];		/* the next call of the op returns this */
+	unsigned int unlocked;		/* accept/connect without the handler mutex */
+	unsigned int double_destroy;
+	wait_queue_head_t wq;		/* destroyed ids */
+} fake;
+
+static struct fake_id *to_fake(struct rdma_cm_id *id)
+{
+	return container_of(id, struct fake_id, id);
+}
+
+/* Counts a call; returns the error injected for it, if any. */
+static int fake_record(struct fake_id *f, enum fake_op op)
+{
+	int ret;
+
+	mutex_lock(&fake.lock);
+	if (f)
+		f->calls[op]++;
+	fake.calls[op]++;
+	ret = fake.fail[op];
+	fake.fail[op] = 0;
+	mutex_unlock(&fake.lock);
+	return ret;
+}
+
+static struct fake_id *fake_new(rdma_cm_event_handler handler, void *context)
+{
+	struct fake_id *f = kzalloc(sizeof(*f), GFP_KERNEL);
+
+	if (!f)
+		return NULL;
+	mutex_init(&f->handler_mutex);
+	f->id.event_handler = handler;
+	f->id.context = context;
+	f->id.ps = RDMA_PS_TCP;
+	f->id.qp_type = IB_QPT_RC;
+	mutex_lock(&fake.lock);
+	list_add_tail(&f->node, &fake.ids);
+	mutex_unlock(&fake.lock);
+	return f;
+}
+
+static struct rdma_cm_id *fake_create_id(rdma_cm_event_handler handler, void *context)
+{
+	struct fake_id *f;
+	int err = fake_record(NULL, OP_CREATE);
+
+	if (err)
+		return ERR_PTR(err);
+	f = fake_new(handler, context);
+	if (!f)
+		return ERR_PTR(-ENOMEM);
+	f->calls[OP_CREATE] = 1;
+	return &f->id;
+}
+
+static void fake_destroy_id(struct rdma_cm_id *id)
+{
+	struct fake_id *f = to_fake(id);
+
+	fake_record(f, OP_DESTROY);
+	/* waits for a running upcall; none is delivered after this */
+	mutex_lock(&f->handler_mutex);
+	if (f->destroyed)
+		fake.double_destroy++;
+	WRITE_ONCE(f->destroyed, true);
+	mutex_unlock(&f->handler_mutex);
+	wake_up_all(&fake.wq);
+}
+
+static void fake_copy_addr(struct sockaddr_storage *dst, const struct sockaddr *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	if (src && src->sa_family == AF_INET)
+		memcpy(dst, src, sizeof(struct sockaddr_in));
+}
+
+static int fake_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
+{
+	fake_copy_addr(&id->route.addr.src_addr, addr);
+	return fake_record(to_fake(id), OP_BIND);
+}
+
+static int fake_listen(struct rdma_cm_id *id, int backlog)
+{
+	return fake_record(to_fake(id), OP_LISTEN);
+}
+
+static int fake_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src,
+			     const struct sockaddr *dst, unsigned long timeout_ms)
+{
+	fake_copy_addr(&id->route.addr.src_addr, src);
+	fake_copy_addr(&id->route.addr.dst_addr, dst);
+	return fake_record(to_fake(id), OP_RESOLVE_ADDR);
+}
+
+static int fake_resolve_route(struct rdma_cm_id *id, unsigned long timeout_ms)
+{
+	return fake_record(to_fake(id), OP_RESOLVE_ROUTE);
+}
+
+static void fake_check_locked(struct fake_id *f)
+{
+	if (!lockdep_is_held(&f->handler_mutex)) {
+		mutex_lock(&fake.lock);
+		fake.unlocked++;
+		mutex_unlock(&fake.lock);
+	}
+}
+
+static int fake_connect_locked(struct rdma_cm_id *id, struct rdma_conn_param *param)
+{
+	fake_check_locked(to_fake(id));
+	return fake_record(to_fake(id), OP_CONNECT);
+}
+
+static int fake_accept(struct rdma_cm_id *id, struct rdma_conn_param *param)
+{
+	fake_check_locked(to_fake(id));
+	return fake_record(to_fake(id), param ? OP_ACCEPT : OP_RTU);
+}
+
+static int fake_reject(struct rdma_cm_id *id, const void *pdata, u8 len, u8 reason)
+{
+	struct fake_id *f = to_fake(id);
+
+	f->reject_reason = reason;
+	f->reject_len = min_t(u8, len, sizeof(f->reject_pdata));
+	memcpy(f->reject_pdata, pdata, f->reject_len);
+	return fake_record(f, OP_REJECT);
+}
+
+static int fake_disconnect(struct rdma_cm_id *id)
+{
+	return fake_record(to_fake(id), OP_DISCONNECT);
+}
+
+static void fake_lock_handler(struct rdma_cm_id *id)
+{
+	/* counted before it blocks: a test can see a caller waiting for it */
+	fake_record(to_fake(id), OP_LOCK);
+	mutex_lock(&to_fake(id)->handler_mutex);
+}
+
+static void fake_unlock_handler(struct rdma_cm_id *id)
+{
+	mutex_unlock(&to_fake(id)->handler_mutex);
+}
+
+static const void *fake_consumer_reject_data(struct rdma_cm_id *id, struct rdma_cm_event *ev,
+					     u8 *len)
+{
+	if (ev->event != RDMA_CM_EVENT_REJECTED || ev->status != IB_CM_REJ_CONSUMER_DEFINED)
+		return NULL;
+	*len = ev->param.conn.private_data_len;
+	return ev->param.conn.private_data;
+}
+
+/* A fake id has no route: QP transitions leave the real QP alone. */
+static int fake_modify_qp(struct rdma_cm_id *id, struct ib_qp *qp, enum ib_qp_state state,
+			  u32 ird, u32 ord)
+{
+	return fake_record(to_fake(id), OP_MODIFY_QP);
+}
+
+static const struct kdat_cm_ops fake_ops = {
+	.create_id = fake_create_id,
+	.destroy_id = fake_destroy_id,
+	.bind_addr = fake_bind_addr,
+	.listen = fake_listen,
+	.resolve_addr = fake_resolve_addr,
+	.resolve_route = fake_resolve_route,
+	.connect_locked = fake_connect_locked,
+	.accept = fake_accept,
+	.reject = fake_reject,
+	.disconnect = fake_disconnect,
+	.lock_handler = fake_lock_handler,
+	.unlock_handler = fake_unlock_handler,
+	.consumer_reject_data = fake_consumer_reject_data,
+	.modify_qp = fake_modify_qp,
+};
+
+/* The id created last (the EP's after a connect, the listener's after psp_create). */
+static struct fake_id *fake_last(void)
+{
+	struct fake_id *f;
+
+	mutex_lock(&fake.lock);
+	f = list_empty(&fake.ids) ? NULL : list_last_entry(&fake.ids, struct fake_id, node);
+	mutex_unlock(&fake.lock);
+	return f;
+}
+
+/*
+ * Delivers ev to f; the caller holds f's handler mutex.  Returns the
+ * handler's answer, or -ENOENT if the id is destroyed (no upcall).
+ */
+static int fake_deliver_locked(struct fake_id *f, struct rdma_cm_event *ev)
+{
+	int ret;
+
+	lockdep_assert_held(&f->handler_mutex);
+	if (f->destroyed)
+		return -ENOENT;
+	ret = f->id.event_handler(&f->id, ev);
+	if (ret) {
+		/* rdma_cm destroys an id whose handler returned non-zero */
+		f->cm_destroyed = true;
+		WRITE_ONCE(f->destroyed, true);
+		wake_up_all(&fake.wq);
+	}
+	return ret;
+}
+
+static int fake_deliver(struct fake_id *f, struct rdma_cm_event *ev)
+{
+	int ret;
+
+	mutex_lock(&f->handler_mutex);
+	ret = fake_deliver_locked(f, ev);
+	mutex_unlock(&f->handler_mutex);
+	return ret;
+}
+
+static struct rdma_cm_event fake_ev(enum rdma_cm_event_type type, int status,
+				    const void *pdata, u8 len)
+{
+	struct rdma_cm_event ev = { .event = type, .status = status };
+
+	ev.param.conn.private_data = pdata;
+	ev.param.conn.private_data_len = len;
+	return ev;
+}
+
+static int fake_event(struct fake_id *f, enum rdma_cm_event_type type)
+{
+	struct rdma_cm_event ev = fake_ev(type, 0, NULL, 0);
+
+	return fake_deliver(f, &ev);
+}
+
+/*
+ * A connection request on a listener: like rdma_cm, a child id with the
+ * listener's handler and context gets CONNECT_REQUEST.  Returns the child.
+ */
+static struct fake_id *fake_request(struct kunit *test, struct fake_id *listener,
+				    const char *pdata)
+{
+	struct rdma_cm_event ev = fake_ev(RDMA_CM_EVENT_CONNECT_REQUEST, 0, pdata,
+					  pdata ? strlen(pdata) : 0);
+	struct sockaddr_in *peer;
+	struct fake_id *child;
+
+	child = fake_new(listener->id.event_handler, listener->id.context);
+	KUNIT_ASSERT_NOT_NULL(test, child);
+	child->id.route.addr.src_addr = listener->id.route.addr.src_addr;
+	peer = (struct sockaddr_in *)&child->id.route.addr.dst_addr;
+	peer->sin_family = AF_INET;
+	peer->sin_addr.s_addr = in_aton("192.0.2.88");
+	peer->sin_port = htons(40000);
+	ev.param.conn.initiator_depth = 1;
+	ev.param.conn.responder_resources = 1;
+	ev.param.conn.retry_count = 7;
+	ev.param.conn.rnr_retry_count = 7;
+	KUNIT_EXPECT_EQ(test, fake_deliver(child, &ev), 0);
+	return child;
+}
+
+static bool fake_wait_destroyed(struct fake_id *f)
+{
+	return wait_event_timeout(fake.wq, READ_ONCE(f->destroyed), 5 * HZ) > 0;
+}
+
+static void fake_reset(void)
+{
+	struct fake_id *f, *tmp;
+
+	mutex_lock(&fake.lock);
+	list_for_each_entry_safe(f, tmp, &fake.ids, node) {
+		list_del(&f->node);
+		kfree(f);
+	}
+	memset(fake.calls, 0, sizeof(fake.calls));
+	memset(fake.fail, 0, sizeof(fake.fail));
+	fake.unlocked = 0;
+	fake.double_destroy = 0;
+	mutex_unlock(&fake.lock);
+}
+
+/* ---- the test fixture ------------------------------------------------------------- */
+
+struct fcm_test {
+	struct kdat_ia *ia;
+	struct kdat_evd *evd;		/* connection events */
+	struct kdat_evd *crevd;		/* connection requests */
+	struct kdat_sp *psp;
+	struct fake_id *listener;	/* the PSP's id */
+	struct kdat_event_info ev;
+	u16 port;
+};
+
+static int fcm_init(struct kunit *test)
+{
+	struct fcm_test *t = kunit_kzalloc(test, sizeof(*t), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, t);
+	test->priv = t;
+	fake_reset();
+	KUNIT_ASSERT_EQ(test, kdat_ia_open(ia_name, &t->ia), KDAT_DAT_SUCCESS);
+	KUNIT_ASSERT_EQ(test, kdat_test_ia_set_cm_ops(t->ia, &fake_ops), 0);
+	KUNIT_ASSERT_EQ(test, kdat_evd_create(t->ia, 64, KDAT_EVD_CONNECTION, NULL, NULL,
+					      &t->evd), KDAT_DAT_SUCCESS);
+	KUNIT_ASSERT_EQ(test, kdat_evd_create(t->ia, 64, KDAT_EVD_CR, NULL, NULL, &t->crevd),
+			KDAT_DAT_SUCCESS);
+	t->port = 4000;
+	KUNIT_ASSERT_EQ(test, kdat_psp_create(t->ia, t->port, t->crevd, KDAT_PSP_CONSUMER,
+					      &t->psp), KDAT_DAT_SUCCESS);
+	t->listener = fake_last();
+	KUNIT_ASSERT_NOT_NULL(test, t->listener);
+	KUNIT_EXPECT_EQ(test, t->listener->calls[OP_LISTEN], 1u);
+	return 0;
+}
+
+static void fcm_exit(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct fake_id *f, *tmp;
+	LIST_HEAD(live);
+
+	if (!t || !t->ia)
+		return;
+	kdat_ia_close(t->ia, KDAT_IA_CLOSE_ABRUPT);
+	/* Ids that outlive the IA are orphans (an accepted connection walked away from). */
+	mutex_lock(&fake.lock);
+	list_for_each_entry_safe(f, tmp, &fake.ids, node)
+		if (!READ_ONCE(f->destroyed))
+			list_move_tail(&f->node, &live);
+	mutex_unlock(&fake.lock);
+	list_for_each_entry_safe(f, tmp, &live, node) {
+		/* an orphan ends on DISCONNECTED; an id still held by a freed object is a leak */
+		fake_event(f, RDMA_CM_EVENT_DISCONNECTED);
+		if (!READ_ONCE(f->destroyed)) {
+			KUNIT_FAIL(test, "a cm id outlived its IA");
+			list_del(&f->node);	/* leak it: kdat may still use it */
+			continue;
+		}
+		mutex_lock(&fake.lock);
+		list_move_tail(&f->node, &fake.ids);
+		mutex_unlock(&fake.lock);
+	}
+	KUNIT_EXPECT_EQ(test, fake.unlocked, 0u);
+	KUNIT_EXPECT_EQ(test, fake.double_destroy, 0u);
+	fake_reset();
+}
+
+static struct kdat_ep *new_ep(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep_attr attr = { .max_rdma_read_in = 1, .max_rdma_read_out = 1 };
+	struct kdat_ep *ep;
+
+	KUNIT_ASSERT_EQ(test, kdat_ep_create(t->ia, t->evd, NULL, NULL, &attr, &ep),
+			KDAT_DAT_SUCCESS);
+	return ep;
+}
+
+static u32 ep_state(struct kunit *test, struct kdat_ep *ep)
+{
+	struct kdat_ep_info *info = kunit_kzalloc(test, sizeof(*info), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, info);
+	KUNIT_ASSERT_EQ(test, kdat_ep_query(ep, info), KDAT_DAT_SUCCESS);
+	return info->state;
+}
+
+/* The table's answer, which must be GO (the case is built on it). */
+static struct kdat_ep_step go(struct kunit *test, unsigned int state, unsigned int stim)
+{
+	struct kdat_ep_step s = kdat_ep_lookup(state, stim);
+
+	KUNIT_EXPECT_EQ(test, s.action, (unsigned int)KDAT_EP_GO);
+	return s;
+}
+
+static void expect_stale(struct kunit *test, unsigned int state, unsigned int stim)
+{
+	KUNIT_EXPECT_EQ(test, kdat_ep_lookup(state, stim).action, (unsigned int)KDAT_EP_STALE);
+}
+
+/*
+ * The events on the connection EVD are exactly want[0..n) (0 entries are
+ * skipped: a rule that posts nothing), in order, each for ep.  The first is
+ * waited for (a timer may post it); the rest must be queued already.
+ */
+static void expect_events(struct kunit *test, struct kdat_ep *ep, const u32 *want,
+			  unsigned int n)
+{
+	struct fcm_test *t = test->priv;
+	u32 got[MAX_EVENTS];
+	unsigned int i, k = 0, m = 0;
+	kdat_ret_t ret;
+
+	for (i = 0; i < n; i++)
+		if (want[i])
+			k++;
+	if (k && kdat_evd_wait(t->evd, WAIT_US, 1, &t->ev, NULL) == KDAT_DAT_SUCCESS) {
+		got[m++] = t->ev.number;
+		KUNIT_EXPECT_PTR_EQ(test, t->ev.ep, ep);
+	}
+	while ((ret = kdat_evd_dequeue(t->evd, &t->ev, NULL)) == KDAT_DAT_SUCCESS) {
+		if (m < MAX_EVENTS)
+			got[m] = t->ev.number;
+		m++;
+		KUNIT_EXPECT_PTR_EQ(test, t->ev.ep, ep);
+	}
+	KUNIT_EXPECT_EQ(test, KDAT_RET_TYPE(ret), KDAT_DAT_QUEUE_EMPTY);
+	KUNIT_EXPECT_EQ_MSG(test, m, k, "number of connection events");
+	for (i = 0, k = 0; i < n && k < m && k < MAX_EVENTS; i++) {
+		if (!want[i])
+			continue;
+		KUNIT_EXPECT_EQ_MSG(test, got[k], want[i], "event %u", k);
+		k++;
+	}
+}
+
+#define EXPECT_EVENTS(test, ep, ...) \
+	expect_events(test, ep, (const u32[]){ __VA_ARGS__ }, \
+		      ARRAY_SIZE(((const u32[]){ __VA_ARGS__ })))
+
+static void expect_no_events(struct kunit *test)
+{
+	expect_events(test, NULL, NULL, 0);
+}
+
+/* The next connection request event; returns its CR. */
+static struct kdat_cr *expect_cr(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+
+	KUNIT_ASSERT_EQ(test, kdat_evd_dequeue(t->crevd, &t->ev, NULL), KDAT_DAT_SUCCESS);
+	KUNIT_ASSERT_EQ(test, t->ev.number, (u32)KDAT_DAT_CONNECTION_REQUEST_EVENT);
+	return t->ev.cr;
+}
+
+/* ---- driving an EP with the fake ---------------------------------------------------- */
+
+/* connect: ACTIVE_CONNECTION_PENDING with its id resolving the address. */
+static struct fake_id *active_pending(struct kunit *test, struct kdat_ep *ep, u32 timeout_us)
+{
+	struct sockaddr_in peer = { .sin_family = AF_INET };
+	struct fake_id *f;
+
+	peer.sin_addr.s_addr = in_aton("192.0.2.77");
+	KUNIT_ASSERT_EQ(test, kdat_ep_connect(ep, (struct sockaddr *)&peer, 4444, timeout_us,
+					      "hello", 5, KDAT_DAT_QOS_BEST_EFFORT,
+					      KDAT_CONNECT_DEFAULT), KDAT_DAT_SUCCESS);
+	f = fake_last();
+	KUNIT_ASSERT_NOT_NULL(test, f);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RESOLVE_ADDR], 1u);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep),
+			go(test, KDAT_EP_UNCONNECTED, KDAT_EP_STIM_CONNECT).next);
+	return f;
+}
+
+/* ... and address and route resolved: the REQ is on the wire. */
+static struct fake_id *active_routed(struct kunit *test, struct kdat_ep *ep, u32 timeout_us)
+{
+	struct fake_id *f = active_pending(test, ep, timeout_us);
+
+	KUNIT_EXPECT_EQ(test, fake_event(f, RDMA_CM_EVENT_ADDR_RESOLVED), 0);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RESOLVE_ROUTE], 1u);
+	KUNIT_EXPECT_EQ(test, fake_event(f, RDMA_CM_EVENT_ROUTE_RESOLVED), 0);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_CONNECT], 1u);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), (u32)KDAT_EP_ACTIVE_CONNECTION_PENDING);
+	return f;
+}
+
+/* ... and the peer's REP arrived: CONNECTED with one ESTABLISHED. */
+static struct fake_id *active_connected(struct kunit *test, struct kdat_ep *ep)
+{
+	struct fake_id *f = active_routed(test, ep, KDAT_TIMEOUT_INFINITE);
+	struct rdma_cm_event ev = fake_ev(RDMA_CM_EVENT_CONNECT_RESPONSE, 0, NULL, 0);
+	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING,
+				   KDAT_EP_STIM_ESTABLISHED);
+
+	KUNIT_EXPECT_EQ(test, fake_deliver(f, &ev), 0);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RTU], 1u);
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	return f;
+}
+
+/* A request on the PSP accepted on ep: COMPLETION_PENDING; returns the child id. */
+static struct fake_id *passive_accepted(struct kunit *test, struct kdat_ep *ep)
+{
+	struct fcm_test *t = test->priv;
+	struct fake_id *child = fake_request(test, t->listener, "req");
+	struct kdat_cr *cr = expect_cr(test);
+
+	KUNIT_ASSERT_EQ(test, kdat_cr_accept(cr, ep, "rep", 3), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, child->calls[OP_ACCEPT], 1u);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep),
+			go(test, KDAT_EP_UNCONNECTED, KDAT_EP_STIM_ACCEPT).next);
+	expect_no_events(test);
+	return child;
+}
+
+/* A kdat call run by another thread, for what blocks on a handler mutex the test holds. */
+struct async_call {
+	struct work_struct work;
+	struct completion done;
+	struct kdat_ep *ep;
+	struct kdat_cr *cr;
+	u32 flags;
+	kdat_ret_t ret;
+};
+
+static void async_disconnect_fn(struct work_struct *work)
+{
+	struct async_call *a = container_of(work, struct async_call, work);
+
+	a->ret = kdat_ep_disconnect(a->ep, a->flags);
+	complete(&a->done);
+}
+
+static void async_accept_fn(struct work_struct *work)
+{
+	struct async_call *a = container_of(work, struct async_call, work);
+
+	a->ret = kdat_cr_accept(a->cr, a->ep, NULL, 0);
+	complete(&a->done);
+}
+
+static struct async_call *async_start(struct kunit *test, work_func_t fn, struct kdat_ep *ep,
+				      struct kdat_cr *cr, u32 flags)
+{
+	struct async_call *a = kunit_kzalloc(test, sizeof(*a), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, a);
+	a->ep = ep;
+	a->cr = cr;
+	a->flags = flags;
+	init_completion(&a->done);
+	INIT_WORK(&a->work, fn);
+	queue_work(system_unbound_wq, &a->work);
+	return a;
+}
+
+static kdat_ret_t async_finish(struct kunit *test, struct async_call *a)
+{
+	KUNIT_ASSERT_TRUE(test, wait_for_completion_timeout(&a->done, 10 * HZ) > 0);
+	return a->ret;
+}
+
+/* Waits until someone is blocked taking f's handler mutex (fake_lock_handler). */
+static bool wait_lock_waiter(struct fake_id *f, unsigned int n)
+{
+	int i;
+
+	for (i = 0; i < 250; i++) {
+		if (READ_ONCE(f->calls[OP_LOCK]) >= n)
+			return true;
+		msleep(20);
+	}
+	return false;
+}
+
+/* ---- the cases ---------------------------------------------------------------------- */
+
+/*
+ * The connect timeout fires while the peer's REP is on its way: the REP
+ * reaches kdat's handler only after the timer made the EP DISCONNECTED.
+ * One TIMED_OUT, no ESTABLISHED, no RTU, the id destroyed once.
+ */
+static void timeout_then_connect_response(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_routed(test, ep, SHORT_TIMEOUT_US);
+	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING, KDAT_EP_STIM_TIMEOUT);
+	struct rdma_cm_event rep = fake_ev(RDMA_CM_EVENT_CONNECT_RESPONSE, 0, "late", 4);
+	int ret;
+
+	mutex_lock(&f->handler_mutex);		/* the REP's upcall has begun */
+	EXPECT_EVENTS(test, ep, s.event);	/* the timer ran meanwhile */
+	ret = fake_deliver_locked(f, &rep);
+	mutex_unlock(&f->handler_mutex);
+	KUNIT_EXPECT_EQ(test, ret, 0);
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(f));
+	expect_stale(test, s.next, KDAT_EP_STIM_ESTABLISHED);
+	expect_no_events(test);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RTU], 0u);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_DESTROY], 1u);
+	KUNIT_EXPECT_FALSE(test, f->cm_destroyed);
+}
+
+/* The other order: REP first, then the timeout's time passes without an event. */
+static void connect_response_then_timeout(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_routed(test, ep, SHORT_TIMEOUT_US);
+	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING,
+				   KDAT_EP_STIM_ESTABLISHED);
+	struct rdma_cm_event rep = fake_ev(RDMA_CM_EVENT_CONNECT_RESPONSE, 0, "fast", 4);
+	struct fcm_test *t = test->priv;
+
+	KUNIT_EXPECT_EQ(test, fake_deliver(f, &rep), 0);
+	KUNIT_ASSERT_EQ(test, kdat_evd_dequeue(t->evd, &t->ev, NULL), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, t->ev.number, s.event);
+	KUNIT_EXPECT_EQ(test, t->ev.private_data_size, 4u);
+	KUNIT_EXPECT_EQ(test, memcmp(t->ev.private_data, "fast", 4), 0);
+	msleep(3 * SHORT_TIMEOUT_US / 1000);
+	expect_stale(test, s.next, KDAT_EP_STIM_TIMEOUT);
+	expect_no_events(test);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_FALSE(test, READ_ONCE(f->destroyed));
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RTU], 1u);
+}
+
+/* The peer's REJ (consumer reject) arrives after the timeout: stale. */
+static void reject_after_timeout(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_routed(test, ep, SHORT_TIMEOUT_US);
+	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING, KDAT_EP_STIM_TIMEOUT);
+	struct rdma_cm_event rej = fake_ev(RDMA_CM_EVENT_REJECTED, IB_CM_REJ_CONSUMER_DEFINED,
+					   "no", 2);
+	int ret;
+
+	mutex_lock(&f->handler_mutex);
+	EXPECT_EVENTS(test, ep, s.event);
+	ret = fake_deliver_locked(f, &rej);
+	mutex_unlock(&f->handler_mutex);
+	KUNIT_EXPECT_EQ(test, ret, 0);
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(f));
+	expect_stale(test, s.next, KDAT_EP_STIM_PEER_REJECTED);
+	expect_no_events(test);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_DESTROY], 1u);
+}
+
+/* A reject before any timeout: PEER_REJECTED with its private data, the id goes with it. */
+static void reject_before_timeout(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_routed(test, ep, SHORT_TIMEOUT_US);
+	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING,
+				   KDAT_EP_STIM_PEER_REJECTED);
+	struct rdma_cm_event rej = fake_ev(RDMA_CM_EVENT_REJECTED, IB_CM_REJ_CONSUMER_DEFINED,
+					   "no", 2);
+
+	KUNIT_EXPECT_EQ(test, fake_deliver(f, &rej), 1);	/* rdma_cm destroys it */
+	KUNIT_ASSERT_EQ(test, kdat_evd_dequeue(t->evd, &t->ev, NULL), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, t->ev.number, s.event);
+	KUNIT_EXPECT_EQ(test, t->ev.private_data_size, 2u);
+	msleep(3 * SHORT_TIMEOUT_US / 1000);	/* the timer, cancelled, posts nothing */
+	expect_no_events(test);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_TRUE(test, f->cm_destroyed);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_DESTROY], 0u);
+}
+
+/*
+ * Active side: the consumer disconnects while the REP is on its way.  One
+ * DISCONNECTED, the REP is stale (no RTU, no ESTABLISHED).
+ */
+static void disconnect_races_established_active(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_routed(test, ep, KDAT_TIMEOUT_INFINITE);
+	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING,
+				   KDAT_EP_STIM_DISCONNECT_ABRUPT);
+	struct rdma_cm_event rep = fake_ev(RDMA_CM_EVENT_CONNECT_RESPONSE, 0, NULL, 0);
+	struct async_call *a;
+	int ret;
+
+	mutex_lock(&f->handler_mutex);
+	/* its destroy_id waits for the upcall we are in */
+	a = async_start(test, async_disconnect_fn, ep, NULL, KDAT_CLOSE_ABRUPT);
+	EXPECT_EVENTS(test, ep, s.event);
+	ret = fake_deliver_locked(f, &rep);
+	mutex_unlock(&f->handler_mutex);
+	KUNIT_EXPECT_EQ(test, ret, 0);
+	KUNIT_EXPECT_EQ(test, async_finish(test, a), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_TRUE(test, READ_ONCE(f->destroyed));
+	expect_stale(test, s.next, KDAT_EP_STIM_ESTABLISHED);
+	expect_no_events(test);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RTU], 0u);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_DESTROY], 1u);
+}
+
+/*
+ * Passive side: the consumer disconnects an accepted EP while the RTU
+ * (ESTABLISHED) is on its way.  The EP gets one DISCONNECTED; the id lives on
+ * as an orphan that sends the DREQ on ESTABLISHED and ends on DISCONNECTED.
+ */
+static void disconnect_races_established_passive(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *child = passive_accepted(test, ep);
+	struct kdat_ep_step s = go(test, KDAT_EP_COMPLETION_PENDING,
+				   KDAT_EP_STIM_DISCONNECT_GRACEFUL);
+	struct rdma_cm_event est = fake_ev(RDMA_CM_EVENT_ESTABLISHED, 0, NULL, 0);
+	int ret;
+
+	mutex_lock(&child->handler_mutex);
+	KUNIT_EXPECT_EQ(test, kdat_ep_disconnect(ep, KDAT_CLOSE_GRACEFUL), KDAT_DAT_SUCCESS);
+	ret = fake_deliver_locked(child, &est);
+	mutex_unlock(&child->handler_mutex);
+	KUNIT_EXPECT_EQ(test, ret, 0);
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	expect_stale(test, s.next, KDAT_EP_STIM_ESTABLISHED);
+	KUNIT_EXPECT_EQ(test, child->calls[OP_DISCONNECT], 1u);	/* the orphan's DREQ */
+	KUNIT_EXPECT_FALSE(test, READ_ONCE(child->destroyed));
+	/* the peer's DREP: the orphan is done, rdma_cm destroys the id */
+	KUNIT_EXPECT_EQ(test, fake_event(child, RDMA_CM_EVENT_DISCONNECTED), 1);
+	KUNIT_EXPECT_TRUE(test, child->cm_destroyed);
+	expect_no_events(test);
+}
+
+/* ESTABLISHED first, the consumer's disconnect after: the ordinary order. */
+static void established_then_disconnect_passive(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *child = passive_accepted(test, ep);
+	struct kdat_ep_step s1 = go(test, KDAT_EP_COMPLETION_PENDING, KDAT_EP_STIM_ESTABLISHED);
+	struct kdat_ep_step s2 = go(test, s1.next, KDAT_EP_STIM_DISCONNECT_ABRUPT);
+
+	KUNIT_EXPECT_EQ(test, fake_event(child, RDMA_CM_EVENT_ESTABLISHED), 0);
+	/* a second ESTABLISHED is stale */
+	expect_stale(test, s1.next, KDAT_EP_STIM_ESTABLISHED);
+	KUNIT_EXPECT_EQ(test, fake_event(child, RDMA_CM_EVENT_ESTABLISHED), 0);
+	KUNIT_EXPECT_EQ(test, kdat_ep_disconnect(ep, KDAT_CLOSE_ABRUPT), KDAT_DAT_SUCCESS);
+	EXPECT_EVENTS(test, ep, s1.event, s2.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s2.next);
+	KUNIT_EXPECT_EQ(test, child->calls[OP_DISCONNECT], 1u);
+}
+
+/*
+ * Graceful disconnect: DISCONNECT_PENDING until the CM reports DISCONNECTED
+ * (the peer's DREQ or DREP).  A second graceful is a no-op; a DISCONNECTED
+ * after that is stale.
+ */
+static void dreq_during_disconnect_pending(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_connected(test, ep);
+	struct kdat_ep_step s1 = go(test, KDAT_EP_CONNECTED, KDAT_EP_STIM_DISCONNECT_GRACEFUL);
+	struct kdat_ep_step s2 = go(test, s1.next, KDAT_EP_STIM_DISCONNECTED);
+
+	KUNIT_EXPECT_EQ(test, kdat_ep_disconnect(ep, KDAT_CLOSE_GRACEFUL), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s1.next);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_DISCONNECT], 1u);	/* nothing in flight: DREQ */
+	KUNIT_EXPECT_EQ(test, kdat_ep_lookup(s1.next, KDAT_EP_STIM_DISCONNECT_GRACEFUL).action,
+			(unsigned int)KDAT_EP_NOOP);
+	KUNIT_EXPECT_EQ(test, kdat_ep_disconnect(ep, KDAT_CLOSE_GRACEFUL), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s1.next);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_DISCONNECT], 1u);
+	expect_no_events(test);
+	/* the peer's DREQ crosses ours */
+	KUNIT_EXPECT_EQ(test, fake_event(f, RDMA_CM_EVENT_DISCONNECTED), 0);
+	EXPECT_EVENTS(test, ep, s1.event, s2.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s2.next);
+	KUNIT_EXPECT_EQ(test, fake_event(f, RDMA_CM_EVENT_TIMEWAIT_EXIT), 0);
+	expect_stale(test, s2.next, KDAT_EP_STIM_DISCONNECTED);
+	KUNIT_EXPECT_EQ(test, fake_event(f, RDMA_CM_EVENT_DISCONNECTED), 0);
+	expect_no_events(test);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s2.next);
+	/* reset gives the id back */
+	KUNIT_EXPECT_EQ(test, kdat_ep_reset(ep), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_TRUE(test, READ_ONCE(f->destroyed));
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep),
+			go(test, s2.next, KDAT_EP_STIM_RESET).next);
+}
+
+/* Abrupt after graceful: DISCONNECTED at once; the CM's DISCONNECTED after it is stale. */
+static void abrupt_after_graceful(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_connected(test, ep);
+	struct kdat_ep_step s1 = go(test, KDAT_EP_CONNECTED, KDAT_EP_STIM_DISCONNECT_GRACEFUL);
+	struct kdat_ep_step s2 = go(test, s1.next, KDAT_EP_STIM_DISCONNECT_ABRUPT);
+
+	KUNIT_EXPECT_EQ(test, kdat_ep_disconnect(ep, KDAT_CLOSE_GRACEFUL), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s1.next);
+	KUNIT_EXPECT_EQ(test, kdat_ep_disconnect(ep, KDAT_CLOSE_ABRUPT), KDAT_DAT_SUCCESS);
+	EXPECT_EVENTS(test, ep, s1.event, s2.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s2.next);
+	/* the peer's answer to our DREQ */
+	expect_stale(test, s2.next, KDAT_EP_STIM_DISCONNECTED);
+	KUNIT_EXPECT_EQ(test, fake_event(f, RDMA_CM_EVENT_DISCONNECTED), 0);
+	expect_no_events(test);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s2.next);
+	/* a third disconnect is a no-op */
+	KUNIT_EXPECT_EQ(test, kdat_ep_disconnect(ep, KDAT_CLOSE_ABRUPT), KDAT_DAT_SUCCESS);
+	expect_no_events(test);
+}
+
+/* Abrupt while the peer's DREQ is on its way: one DISCONNECTED. */
+static void abrupt_races_peer_dreq(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_connected(test, ep);
+	struct kdat_ep_step s = go(test, KDAT_EP_CONNECTED, KDAT_EP_STIM_DISCONNECT_ABRUPT);
+	struct rdma_cm_event dreq = fake_ev(RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0);
+	int ret;
+
+	mutex_lock(&f->handler_mutex);
+	KUNIT_EXPECT_EQ(test, kdat_ep_disconnect(ep, KDAT_CLOSE_ABRUPT), KDAT_DAT_SUCCESS);
+	ret = fake_deliver_locked(f, &dreq);
+	mutex_unlock(&f->handler_mutex);
+	KUNIT_EXPECT_EQ(test, ret, 0);
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+}
+
+/*
+ * kdat_cr_accept waits for the CR id's handler mutex (an event for it is on
+ * its way); meanwhile the consumer connects the EP elsewhere.  The accept
+ * must see the new state: INVALID_STATE, the CR untouched and still usable.
+ */
+static void accept_on_ep_changed_under_it(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *child = fake_request(test, t->listener, "req");
+	struct kdat_cr *cr = expect_cr(test);
+	struct async_call *a;
+	struct fake_id *f;
+	kdat_ret_t ret;
+
+	mutex_lock(&child->handler_mutex);
+	a = async_start(test, async_accept_fn, ep, cr, 0);
+	KUNIT_EXPECT_TRUE(test, wait_lock_waiter(child, 1));
+	f = active_pending(test, ep, KDAT_TIMEOUT_INFINITE);
+	mutex_unlock(&child->handler_mutex);
+	ret = async_finish(test, a);
+	KUNIT_EXPECT_EQ(test, ret, kdat_ep_lookup(KDAT_EP_ACTIVE_CONNECTION_PENDING,
+						  KDAT_EP_STIM_ACCEPT).action == KDAT_EP_INVALID ?
+			KDAT_ERR(KDAT_DAT_INVALID_STATE,
+				 kdat_ep_invalid_state_subtype(KDAT_EP_ACTIVE_CONNECTION_PENDING)) :
+			KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, child->calls[OP_ACCEPT], 0u);
+	KUNIT_EXPECT_EQ(test, child->calls[OP_MODIFY_QP], 0u);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), (u32)KDAT_EP_ACTIVE_CONNECTION_PENDING);
+	expect_no_events(test);
+	/* the CR is still there: reject it */
+	KUNIT_EXPECT_EQ(test, kdat_cr_reject(cr, "busy", 4), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, child->calls[OP_REJECT], 1u);
+	KUNIT_EXPECT_EQ(test, child->reject_reason, (u8)IB_CM_REJ_CONSUMER_DEFINED);
+	KUNIT_EXPECT_TRUE(test, READ_ONCE(child->destroyed));
+	/* the EP's own attempt is untouched */
+	KUNIT_EXPECT_FALSE(test, READ_ONCE(f->destroyed));
+}
+
+/* The requester gave up (REJ) before the accept: ACCEPT_COMPLETION_ERROR, no REP sent. */
+static void accept_after_requester_gone(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *child = fake_request(test, t->listener, "req");
+	struct kdat_cr *cr = expect_cr(test);
+	struct kdat_ep_step s1 = go(test, KDAT_EP_UNCONNECTED, KDAT_EP_STIM_ACCEPT);
+	struct kdat_ep_step s2 = go(test, s1.next, KDAT_EP_STIM_ACCEPT_FAILED);
+
+	KUNIT_EXPECT_EQ(test, fake_event(child, RDMA_CM_EVENT_REJECTED), 0);
+	KUNIT_EXPECT_EQ(test, kdat_cr_accept(cr, ep, NULL, 0), KDAT_DAT_SUCCESS);
+	EXPECT_EVENTS(test, ep, s1.event, s2.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s2.next);
+	KUNIT_EXPECT_EQ(test, child->calls[OP_ACCEPT], 0u);
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(child));
+}
+
+/* rdma_accept itself fails: the same outcome. */
+static void accept_fails_in_cm(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *child = fake_request(test, t->listener, "req");
+	struct kdat_cr *cr = expect_cr(test);
+	struct kdat_ep_step s = go(test, go(test, KDAT_EP_UNCONNECTED, KDAT_EP_STIM_ACCEPT).next,
+				   KDAT_EP_STIM_ACCEPT_FAILED);
+
+	fake.fail[OP_ACCEPT] = -EINVAL;
+	KUNIT_EXPECT_EQ(test, kdat_cr_accept(cr, ep, NULL, 0), KDAT_DAT_SUCCESS);
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_EQ(test, child->calls[OP_ACCEPT], 1u);
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(child));
+}
+
+/* Address resolution fails at once: the attempt is made and ends UNREACHABLE. */
+static void unreachable_at_once(struct kunit *test)
+{
+	struct sockaddr_in peer = { .sin_family = AF_INET };
+	struct kdat_ep *ep = new_ep(test);
+	struct kdat_ep_step s = go(test, go(test, KDAT_EP_UNCONNECTED, KDAT_EP_STIM_CONNECT).next,
+				   KDAT_EP_STIM_UNREACHABLE);
+	struct fake_id *f;
+
+	peer.sin_addr.s_addr = in_aton("192.0.2.77");
+	fake.fail[OP_RESOLVE_ADDR] = -ENETUNREACH;
+	KUNIT_EXPECT_EQ(test, kdat_ep_connect(ep, (struct sockaddr *)&peer, 4444, WAIT_US, NULL,
+					      0, KDAT_DAT_QOS_BEST_EFFORT, KDAT_CONNECT_DEFAULT),
+			KDAT_DAT_SUCCESS);
+	f = fake_last();
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(f));
+}
+
+/* The route cannot be resolved: UNREACHABLE, and the handler gives the id back. */
+static void route_error(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_pending(test, ep, WAIT_US);
+	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING,
+				   KDAT_EP_STIM_UNREACHABLE);
+
+	KUNIT_EXPECT_EQ(test, fake_event(f, RDMA_CM_EVENT_ADDR_RESOLVED), 0);
+	KUNIT_EXPECT_EQ(test, fake_event(f, RDMA_CM_EVENT_ROUTE_ERROR), 1);
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_TRUE(test, f->cm_destroyed);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_CONNECT], 0u);
+	/* the cancelled timer posts nothing */
+	expect_no_events(test);
+}
+
+/* ---- device removal in every EP state ------------------------------------------------ */
+
+struct removal_case {
+	unsigned int state;
+	bool cm_event;		/* rdma_cm's DEVICE_REMOVAL on the EP's id, not the ib_client */
+	const char *name;
+};
+
+/* ## and # here, not in a nested macro: the state names are not expanded */
+#define RC_IB(st) { KDAT_EP_##st, false, "ib_client " #st },
+#define RC_CM(st) { KDAT_EP_##st, true, "cm_event " #st }
+
+static const struct removal_case removal_cases[] = {
+	KDAT_EP_STATES(RC_IB)
+	/* the states in which the EP owns an id */
+	RC_CM(ACTIVE_CONNECTION_PENDING), RC_CM(COMPLETION_PENDING), RC_CM(CONNECTED),
+	RC_CM(DISCONNECT_PENDING),
+};
+
+static void removal_desc(const struct removal_case *c, char *desc)
+{
+	strscpy(desc, c->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(removal, removal_cases, removal_desc);
+
+/* Drives a new EP to state; returns the EP (and its id, if it owns one). */
+static struct kdat_ep *ep_in_state(struct kunit *test, unsigned int state, struct fake_id **id)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep *ep = NULL;
+	struct kdat_sp *sp;
+
+	*id = NULL;
+	switch (state) {
+	case KDAT_EP_UNCONNECTED:
+		ep = new_ep(test);
+		break;
+	case KDAT_EP_RESERVED:
+	case KDAT_EP_PASSIVE_CONNECTION_PENDING:
+		ep = new_ep(test);
+		KUNIT_ASSERT_EQ(test, kdat_rsp_create(t->ia, 4001, ep, t->crevd, &sp),
+				KDAT_DAT_SUCCESS);
+		if (state == KDAT_EP_PASSIVE_CONNECTION_PENDING) {
+			fake_request(test, fake_last(), "rsp");
+			expect_cr(test);
+			KUNIT_EXPECT_PTR_EQ(test, t->ev.ep, ep);
+		}
+		break;
+	case KDAT_EP_TENTATIVE_CONNECTION_PENDING:
+		KUNIT_ASSERT_EQ(test, kdat_psp_create(t->ia, 4002, t->crevd, KDAT_PSP_PROVIDER,
+						      &sp), KDAT_DAT_SUCCESS);
+		fake_request(test, fake_last(), "provider");
+		expect_cr(test);
+		ep = t->ev.ep;
+		KUNIT_ASSERT_NOT_NULL(test, ep);
+		break;
+	case KDAT_EP_ACTIVE_CONNECTION_PENDING:
+		ep = new_ep(test);
+		*id = active_routed(test, ep, KDAT_TIMEOUT_INFINITE);
+		break;
+	case KDAT_EP_COMPLETION_PENDING:
+		ep = new_ep(test);
+		*id = passive_accepted(test, ep);
+		break;
+	case KDAT_EP_CONNECTED:
+	case KDAT_EP_DISCONNECT_PENDING:
+	case KDAT_EP_DISCONNECTED:
+		ep = new_ep(test);
+		*id = active_connected(test, ep);
+		if (state == KDAT_EP_DISCONNECT_PENDING)
+			KUNIT_EXPECT_EQ(test, kdat_ep_disconnect(ep, KDAT_CLOSE_GRACEFUL),
+					KDAT_DAT_SUCCESS);
+		if (state == KDAT_EP_DISCONNECTED) {
+			KUNIT_EXPECT_EQ(test, kdat_ep_disconnect(ep, KDAT_CLOSE_ABRUPT),
+					KDAT_DAT_SUCCESS);
+			KUNIT_EXPECT_EQ(test, kdat_evd_dequeue(t->evd, &t->ev, NULL),
+					KDAT_DAT_SUCCESS);
+		}
+		break;
+	default:
+		KUNIT_FAIL(test, "no way to state %u", state);
+	}
+	KUNIT_ASSERT_NOT_NULL(test, ep);
+	KUNIT_ASSERT_EQ(test, ep_state(test, ep), state);
+	expect_no_events(test);
+	return ep;
+}
+
+static void device_removal_in_every_state(struct kunit *test)
+{
+	const struct removal_case *c = test->param_value;
+	struct fcm_test *t = test->priv;
+	struct kdat_ep_step s = kdat_ep_lookup(c->state, KDAT_EP_STIM_DEVICE_REMOVED);
+	struct sockaddr_in peer = { .sin_family = AF_INET };
+	struct fake_id *id, *f;
+	struct kdat_ep *ep;
+	int ret;
+
+	/* every state has a rule, but a DISCONNECTED EP has nothing left to lose */
+	KUNIT_EXPECT_EQ(test, s.action, c->state == KDAT_EP_DISCONNECTED ?
+			(unsigned int)KDAT_EP_STALE : (unsigned int)KDAT_EP_GO);
+	ep = ep_in_state(test, c->state, &id);
+	if (c->cm_event) {
+		KUNIT_ASSERT_NOT_NULL(test, id);
+		ret = fake_event(id, RDMA_CM_EVENT_DEVICE_REMOVAL);
+		/* an attempt that ended without a connection gives its id back */
+		KUNIT_EXPECT_EQ(test, ret, c->state == KDAT_EP_ACTIVE_CONNECTION_PENDING ||
+				c->state == KDAT_EP_COMPLETION_PENDING ? 1 : 0);
+	} else {
+		kdat_test_ia_device_removed(t->ia);
+		/* every id on the IA is gone before the removal returns */
+		mutex_lock(&fake.lock);
+		list_for_each_entry(f, &fake.ids, node)
+			KUNIT_EXPECT_TRUE(test, READ_ONCE(f->destroyed));
+		mutex_unlock(&fake.lock);
+	}
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	if (!c->cm_event) {
+		/* the EP is unusable */
+		peer.sin_addr.s_addr = in_aton("192.0.2.77");
+		KUNIT_EXPECT_EQ(test, KDAT_RET_TYPE(kdat_ep_connect(ep, (struct sockaddr *)&peer,
+								   4444, WAIT_US, NULL, 0,
+								   KDAT_DAT_QOS_BEST_EFFORT,
+								   KDAT_CONNECT_DEFAULT)),
+				KDAT_DAT_INVALID_STATE);
+		KUNIT_EXPECT_EQ(test, KDAT_RET_TYPE(kdat_ep_reset(ep)), KDAT_DAT_INVALID_STATE);
+		expect_no_events(test);
+	}
+	KUNIT_EXPECT_EQ(test, kdat_ep_free(ep), KDAT_DAT_SUCCESS);
+	expect_no_events(test);
+}
+
+static struct kunit_case kdat_fake_cm_cases[] = {
+	KUNIT_CASE(timeout_then_connect_response),
+	KUNIT_CASE(connect_response_then_timeout),
+	KUNIT_CASE(reject_after_timeout),
+	KUNIT_CASE(reject_before_timeout),
+	KUNIT_CASE(disconnect_races_established_active),
+	KUNIT_CASE(disconnect_races_established_passive),
+	KUNIT_CASE(established_then_disconnect_passive),
+	KUNIT_CASE(dreq_during_disconnect_pending),
+	KUNIT_CASE(abrupt_after_graceful),
+	KUNIT_CASE(abrupt_races_peer_dreq),
+	KUNIT_CASE(accept_on_ep_changed_under_it),
+	KUNIT_CASE(accept_after_requester_gone),
+	KUNIT_CASE(accept_fails_in_cm),
+	KUNIT_CASE(unreachable_at_once),
+	KUNIT_CASE(route_error),
+	KUNIT_CASE_PARAM(device_removal_in_every_state, removal_gen_params),
+	{}
+};
+
+static int fcm_suite_init(struct kunit_suite *suite)
+{
+	mutex_init(&fake.lock);
+	INIT_LIST_HEAD(&fake.ids);
+	init_waitqueue_head(&fake.wq);
+	return 0;
+}
+
+static struct kunit_suite kdat_fake_cm_suite = {
+	.name = "kdat_fake_cm",
+	.suite_init = fcm_suite_init,
+	.init = fcm_init,
+	.exit = fcm_exit,
+	.test_cases = kdat_fake_cm_cases,
+};
+kunit_test_suite(kdat_fake_cm_suite);
+
+MODULE_DESCRIPTION("KUnit: kdat endpoint logic against a fake connection manager");
+MODULE_LICENSE("GPL");
