@@ -53,6 +53,16 @@ const char *record_type_name(std::uint32_t type) {
   }
 }
 
+namespace {
+
+std::string hex(std::uint32_t value) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "%x", value);
+  return text;
+}
+
+}  // namespace
+
 std::string record_state_name(const kdat_record &record) {
   switch (record.type) {
     case KDAT_REC_EP: return ep_state_name(record.state);
@@ -69,7 +79,17 @@ std::string record_state_name(const kdat_record &record) {
       if (record.state == KDAT_IA_UP) return "UP";
       if (record.state == KDAT_IA_DEVICE_REMOVED) return "DEVICE_REMOVED";
       break;
-    case KDAT_REC_EVD: return "QUEUED=" + std::to_string(record.state);
+    case KDAT_REC_EVD: {  // the streams that may feed it (KDAT_EVD_* flags)
+      std::string text;
+      if (record.state & KDAT_EVD_DTO) text += "DTO|";
+      if (record.state & KDAT_EVD_CONNECTION) text += "CONNECTION|";
+      if (record.state & KDAT_EVD_CR) text += "CR|";
+      if (record.state & ~KDAT_EVD_FLAGS_ALL)
+        text += "0x" + hex(record.state & ~KDAT_EVD_FLAGS_ALL) + "|";
+      if (text.empty()) return "NONE";
+      text.pop_back();
+      return text;
+    }
     case KDAT_REC_FREE: return "-";
     default: break;
   }

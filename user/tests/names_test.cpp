@@ -28,8 +28,10 @@ TEST(Names, RecordStates) {
   r.state = KDAT_CR_REMOTE_GONE;
   EXPECT_EQ(kdat::record_state_name(r), "REMOTE_GONE");
   r.type = KDAT_REC_EVD;
-  r.state = 3;
-  EXPECT_EQ(kdat::record_state_name(r), "QUEUED=3");
+  r.state = KDAT_EVD_CONNECTION | KDAT_EVD_CR;
+  EXPECT_EQ(kdat::record_state_name(r), "CONNECTION|CR");
+  r.state = KDAT_EVD_DTO | 0x100;
+  EXPECT_EQ(kdat::record_state_name(r), "DTO|0x100");
   EXPECT_STREQ(kdat::record_type_name(KDAT_REC_RSP), "RSP");
 }
 

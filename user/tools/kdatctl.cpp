@@ -37,8 +37,8 @@ list (text): per table a line
 then one line per object, IAs first, then EPs, PSPs, RSPs, CRs, EVDs, with the columns
   HANDLE TYPE STATE LOCAL REMOTE CONN_QUAL IRD ORD TRANS EVENTS LAST_EVENT AGE
 STATE is the DAT_EP_STATE name without its prefix for EPs (CONNECTED, ...), LISTENING/USED
-for PSPs and RSPs, PENDING/REMOTE_GONE for CRs, UP/DEVICE_REMOVED for IAs and QUEUED=N for
-EVDs; LAST_EVENT is the DAT event name without "DAT_"; "-" marks an empty field.
+for PSPs and RSPs, PENDING/REMOTE_GONE for CRs, UP/DEVICE_REMOVED for IAs, and for EVDs the
+event streams that feed them (DTO|CONNECTION|CR); LAST_EVENT is the DAT event name without "DAT_"; "-" marks an empty field.
 kdatctl's own table and closed tables are left out unless --all is given; --all also shows
 freed slots (type FREE).
 

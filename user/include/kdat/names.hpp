@@ -19,7 +19,8 @@ namespace kdat {
 [[nodiscard]] const char *record_type_name(std::uint32_t type);
 
 // The state of a table record as text: EPs their DAT_EP_STATE name ("CONNECTED"), service points
-// "LISTENING"/"USED", CRs "PENDING"/"REMOTE_GONE", IAs "UP"/"DEVICE_REMOVED", EVDs "QUEUED=<n>".
+// "LISTENING"/"USED", CRs "PENDING"/"REMOTE_GONE", IAs "UP"/"DEVICE_REMOVED", EVDs the streams
+// that feed them ("CONNECTION|CR", from the KDAT_EVD_* flags).
 [[nodiscard]] std::string record_state_name(const kdat_record &record);
 
 // A fixed-size char array from the kernel (comm[16], names) that need not be NUL-terminated.
