@@ -450,8 +450,6 @@ static void kdat_post_conn_event(struct kdat_ep *ep, u32 number,
 	}
 	info->number = number;
 	info->ep = ep;
-	ep->obj.last_event = number;
-	ep->obj.events++;
 	if (pdata && pdata_len) {
 		info->private_data_size = min_t(u32, pdata_len, KDAT_PRIVATE_DATA_MAX);
 		memcpy(info->private_data, pdata, info->private_data_size);
@@ -486,9 +484,14 @@ static unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
 		ep->transitions++;
 		ep->obj.changed_ns = ktime_get_boottime_ns();
 	}
+	if (step.event != KDAT_EP_EVENT_NONE) {
+		ep->obj.last_event = step.event;
+		ep->obj.events++;
+	}
+	/* the record first: a consumer woken by the event may read it at once */
+	kdat_rec_sync(&ep->obj);
 	if (step.event != KDAT_EP_EVENT_NONE)
 		kdat_post_conn_event(ep, step.event, pdata, pdata_len);
-	kdat_rec_sync(&ep->obj);
 	return step.action;
 }
 
@@ -2361,6 +2364,22 @@ static void kdat_cm_active_response(struct kdat_ep *ep, struct rdma_cm_id *id,
 	kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, pdata, len);
 }
 
+/*
+ * Active side over iWARP: no REP step (the iWARP CM moves the QP to RTS
+ * itself); ESTABLISHED brings the negotiated depths and the reply's data.
+ */
+static void kdat_cm_active_established(struct kdat_ep *ep, struct rdma_cm_event *ev)
+{
+	const struct rdma_conn_param *c = &ev->param.conn;
+	const u8 *pdata;
+	u32 len;
+
+	ep->ord = min_t(u32, ep->attr.max_rdma_read_out, c->initiator_depth);
+	ep->ird = min_t(u32, ep->attr.max_rdma_read_in, c->responder_resources);
+	len = kdat_pdata_unwrap(c->private_data, c->private_data_len, &pdata);
+	kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, pdata, len);
+}
+
 static void kdat_cm_active_route(struct kdat_ep *ep, struct rdma_cm_id *id)
 {
 	struct rdma_conn_param param = {};
@@ -2428,8 +2447,10 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 			kdat_cm_active_response(ep, id, ev);
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
-		/* passive side: the RTU carries no private data */
-		kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, NULL, 0);
+		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
+			kdat_cm_active_established(ep, ev);
+		else	/* passive side: the RTU carries no private data */
+			kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, NULL, 0);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
 		rej = ep->ia->cm->consumer_reject_data(id, ev, &len);
