@@ -35,6 +35,24 @@ static int kdat_rdma_modify_qp(struct rdma_cm_id *id, struct ib_qp *qp,
 	return ib_modify_qp(qp, &attr, mask);
 }
 
+/*
+ * siw reports an MPA reject (the peer's consumer reject, with its private
+ * data) as -ECONNRESET, where rdma_cm's iWARP test looks for -ECONNREFUSED;
+ * take a reset that brought private data for what it is.
+ */
+static const void *kdat_rdma_consumer_reject_data(struct rdma_cm_id *id,
+						  struct rdma_cm_event *ev, u8 *len)
+{
+	const void *p = rdma_consumer_reject_data(id, ev, len);
+
+	if (!p && id->device && rdma_protocol_iwarp(id->device, id->port_num) &&
+	    ev->status == -ECONNRESET && ev->param.conn.private_data_len) {
+		*len = ev->param.conn.private_data_len;
+		p = ev->param.conn.private_data;
+	}
+	return p;
+}
+
 const struct kdat_cm_ops kdat_cm_rdma = {
 	.create_id = kdat_rdma_create_id,
 	.destroy_id = rdma_destroy_id,
@@ -48,7 +66,7 @@ const struct kdat_cm_ops kdat_cm_rdma = {
 	.disconnect = rdma_disconnect,
 	.lock_handler = rdma_lock_handler,
 	.unlock_handler = rdma_unlock_handler,
-	.consumer_reject_data = rdma_consumer_reject_data,
+	.consumer_reject_data = kdat_rdma_consumer_reject_data,
 	.modify_qp = kdat_rdma_modify_qp,
 };
 

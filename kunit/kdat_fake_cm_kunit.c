@@ -676,6 +676,29 @@ static void connect_response_then_timeout(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, f->calls[OP_RTU], 1u);
 }
 
+/*
+ * iWARP's order: no REP step, ESTABLISHED straight from ACTIVE_CONNECTION_
+ * PENDING with the reply's private data; kdat sends no RTU.
+ */
+static void established_without_rep(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_routed(test, ep, KDAT_TIMEOUT_INFINITE);
+	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING,
+				   KDAT_EP_STIM_ESTABLISHED);
+	struct rdma_cm_event est = fake_ev(RDMA_CM_EVENT_ESTABLISHED, 0, "iwarp", 5);
+
+	KUNIT_EXPECT_EQ(test, fake_deliver(f, &est), 0);
+	KUNIT_ASSERT_EQ(test, kdat_evd_dequeue(t->evd, &t->ev, NULL), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, t->ev.number, s.event);
+	KUNIT_EXPECT_EQ(test, t->ev.private_data_size, 5u);
+	KUNIT_EXPECT_EQ(test, memcmp(t->ev.private_data, "iwarp", 5), 0);
+	expect_no_events(test);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RTU], 0u);
+}
+
 /* The peer's REJ (consumer reject) arrives after the timeout: stale. */
 static void reject_after_timeout(struct kunit *test)
 {
@@ -933,6 +956,41 @@ static void accept_after_requester_gone(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(child));
 }
 
+/* The requester's REJ (its timeout) after our accept: ACCEPT_COMPLETION_ERROR. */
+static void reject_after_accept(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *child = passive_accepted(test, ep);
+	struct kdat_ep_step s = go(test, KDAT_EP_COMPLETION_PENDING,
+				   KDAT_EP_STIM_NON_PEER_REJECTED);
+	struct rdma_cm_event rej = fake_ev(RDMA_CM_EVENT_REJECTED, IB_CM_REJ_TIMEOUT, NULL, 0);
+
+	KUNIT_EXPECT_EQ(test, fake_deliver(child, &rej), 1);
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_TRUE(test, child->cm_destroyed);
+	KUNIT_EXPECT_EQ(test, child->calls[OP_DESTROY], 0u);
+}
+
+/*
+ * An accepted EP freed before ESTABLISHED: no event (the EP is gone); its id
+ * becomes an orphan that closes the connection properly (DREQ on
+ * ESTABLISHED) and is destroyed when the CM reports the end.
+ */
+static void free_completion_pending_ep(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *child = passive_accepted(test, ep);
+
+	KUNIT_EXPECT_EQ(test, kdat_ep_free(ep), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_FALSE(test, READ_ONCE(child->destroyed));
+	KUNIT_EXPECT_EQ(test, fake_event(child, RDMA_CM_EVENT_ESTABLISHED), 0);
+	KUNIT_EXPECT_EQ(test, child->calls[OP_DISCONNECT], 1u);
+	KUNIT_EXPECT_EQ(test, fake_event(child, RDMA_CM_EVENT_TIMEWAIT_EXIT), 1);
+	KUNIT_EXPECT_TRUE(test, child->cm_destroyed);
+	expect_no_events(test);
+}
+
 /* rdma_accept itself fails: the same outcome. */
 static void accept_fails_in_cm(struct kunit *test)
 {
@@ -1126,6 +1184,7 @@ static void device_removal_in_every_state(struct kunit *test)
 static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(timeout_then_connect_response),
 	KUNIT_CASE(connect_response_then_timeout),
+	KUNIT_CASE(established_without_rep),
 	KUNIT_CASE(reject_after_timeout),
 	KUNIT_CASE(reject_before_timeout),
 	KUNIT_CASE(disconnect_races_established_active),
@@ -1137,6 +1196,8 @@ static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(accept_on_ep_changed_under_it),
 	KUNIT_CASE(accept_after_requester_gone),
 	KUNIT_CASE(accept_fails_in_cm),
+	KUNIT_CASE(reject_after_accept),
+	KUNIT_CASE(free_completion_pending_ep),
 	KUNIT_CASE(unreachable_at_once),
 	KUNIT_CASE(route_error),
 	KUNIT_CASE_PARAM(device_removal_in_every_state, removal_gen_params),
