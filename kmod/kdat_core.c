@@ -1962,12 +1962,28 @@ static struct rdma_cm_id *kdat_cr_lock_id(struct kdat_cr *cr)
 
 static void kdat_cr_unlock_id(struct kdat_cr *cr, struct rdma_cm_id *id)
 {
+	struct rdma_cm_id *gone = NULL;
+
 	if (!id)
 		return;
 	cr->ia->cm->unlock_handler(id);
 	mutex_lock(&cr->obj.ctx->lock);
 	cr->busy = false;
+	/*
+	 * The device went while we owned the id, so kdat_ia_device_removed()
+	 * left it to us: it goes now (rdma_cm's removal waits for it).
+	 */
+	if (cr->ia->removed && cr->cm_id == id) {
+		cr->cm_id = NULL;
+		cr->remote_gone = true;
+		kdat_rec_sync(&cr->obj);
+		gone = id;
+	}
 	mutex_unlock(&cr->obj.ctx->lock);
+	if (gone) {
+		cr->ia->cm->destroy_id(gone);
+		kdat_obj_put(&cr->obj);		/* the id's */
+	}
 }
 
 kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pdata,

@@ -568,6 +568,7 @@ static struct fake_id *passive_accepted(struct kunit *test, struct kdat_ep *ep)
 struct async_call {
 	struct work_struct work;
 	struct completion done;
+	struct kdat_ia *ia;
 	struct kdat_ep *ep;
 	struct kdat_cr *cr;
 	u32 flags;
@@ -603,6 +604,27 @@ static struct async_call *async_start(struct kunit *test, work_func_t fn, struct
 	INIT_WORK(&a->work, fn);
 	queue_work(system_unbound_wq, &a->work);
 	return a;
+}
+
+static void async_removal_fn(struct work_struct *work)
+{
+	struct async_call *a = container_of(work, struct async_call, work);
+
+	kdat_test_ia_device_removed(a->ia);
+	complete(&a->done);
+}
+
+/* Device removal of the IA, by another thread; waits for it. */
+static void async_removal(struct kunit *test, struct kdat_ia *ia)
+{
+	struct async_call *a = kunit_kzalloc(test, sizeof(*a), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, a);
+	a->ia = ia;
+	init_completion(&a->done);
+	INIT_WORK(&a->work, async_removal_fn);
+	queue_work(system_unbound_wq, &a->work);
+	KUNIT_ASSERT_TRUE(test, wait_for_completion_timeout(&a->done, 10 * HZ) > 0);
 }
 
 static kdat_ret_t async_finish(struct kunit *test, struct async_call *a)
@@ -938,6 +960,39 @@ static void accept_on_ep_changed_under_it(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, READ_ONCE(f->destroyed));
 }
 
+/*
+ * The device goes while an accept waits for the CR id's handler mutex.
+ * Removal must leave that id to the accept (it owns it), the accept fails
+ * (its EP is DISCONNECTED by then), and the id goes as soon as the accept
+ * lets go of it: rdma_cm's own removal waits for every id of the device.
+ */
+static void accept_races_device_removal(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *child = fake_request(test, t->listener, "req");
+	struct kdat_cr *cr = expect_cr(test);
+	struct kdat_ep_step s = go(test, KDAT_EP_UNCONNECTED, KDAT_EP_STIM_DEVICE_REMOVED);
+	struct async_call *a;
+
+	mutex_lock(&child->handler_mutex);
+	a = async_start(test, async_accept_fn, ep, cr, 0);
+	KUNIT_EXPECT_TRUE(test, wait_lock_waiter(child, 1));
+	/* another thread: removal destroys ids, which takes their handler mutexes */
+	async_removal(test, t->ia);
+	KUNIT_EXPECT_TRUE(test, READ_ONCE(t->listener->destroyed));
+	KUNIT_EXPECT_FALSE(test, READ_ONCE(child->destroyed));
+	mutex_unlock(&child->handler_mutex);
+	KUNIT_EXPECT_EQ(test, KDAT_RET_TYPE(async_finish(test, a)), KDAT_DAT_INVALID_STATE);
+	KUNIT_EXPECT_EQ(test, child->calls[OP_ACCEPT], 0u);
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(child));
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	/* the CR is still the consumer's to free; nothing goes on the wire */
+	KUNIT_EXPECT_EQ(test, kdat_cr_reject(cr, NULL, 0), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, child->calls[OP_REJECT], 0u);
+}
+
 /* The requester gave up (REJ) before the accept: ACCEPT_COMPLETION_ERROR, no REP sent. */
 static void accept_after_requester_gone(struct kunit *test)
 {
@@ -1195,6 +1250,7 @@ static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(abrupt_races_peer_dreq),
 	KUNIT_CASE(accept_on_ep_changed_under_it),
 	KUNIT_CASE(accept_after_requester_gone),
+	KUNIT_CASE(accept_races_device_removal),
 	KUNIT_CASE(accept_fails_in_cm),
 	KUNIT_CASE(reject_after_accept),
 	KUNIT_CASE(free_completion_pending_ep),
