@@ -82,7 +82,18 @@ Record Endpoint::record() const {
   return *record;
 }
 
-EpState Endpoint::state() const { return static_cast<EpState>(record().state); }
+EpState Endpoint::state() const {
+  if (handle_ != 0) {
+    // The hot path reads three words of the record; a record mid-write falls back to the full
+    // reader below, which spins, yields and bounds the wait.
+    if (const kdat_record *rec = state_->own_table().slot_address(KDAT_HANDLE_SLOT(handle_))) {
+      std::uint32_t handle = 0, state = 0;
+      if (seqcount::try_read_state(rec, handle, state) && handle == handle_)
+        return static_cast<EpState>(state);
+    }
+  }
+  return static_cast<EpState>(record().state);
+}
 
 bool Endpoint::can(Stimulus stimulus) const { return allows(state(), stimulus); }
 

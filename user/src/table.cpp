@@ -82,12 +82,18 @@ std::uint32_t TableView::high_water() const {
   return __atomic_load_n(&raw_header()->high_water, __ATOMIC_ACQUIRE);
 }
 
-std::optional<Record> TableView::read(std::uint32_t slot) const {
-  if (slot == 0 || slot >= KDAT_TABLE_MAX_SLOTS || slot > high_water()) return std::nullopt;
+const kdat_record *TableView::slot_address(std::uint32_t slot) const {
+  if (slot == 0 || slot >= KDAT_TABLE_MAX_SLOTS || slot > high_water()) return nullptr;
   const std::size_t offset =
       KDAT_TABLE_HEADER_SIZE + static_cast<std::size_t>(slot) * KDAT_TABLE_RECORD_SIZE;
-  if (offset + KDAT_TABLE_RECORD_SIZE > size_) return std::nullopt;
-  return seqcount::read(reinterpret_cast<const kdat_record *>(base_ + offset));
+  if (offset + KDAT_TABLE_RECORD_SIZE > size_) return nullptr;
+  return reinterpret_cast<const kdat_record *>(base_ + offset);
+}
+
+std::optional<Record> TableView::read(std::uint32_t slot) const {
+  const kdat_record *record = slot_address(slot);
+  if (!record) return std::nullopt;
+  return seqcount::read(record);
 }
 
 std::optional<Record> TableView::find(std::uint32_t handle) const {

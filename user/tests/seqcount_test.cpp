@@ -33,6 +33,19 @@ TEST(Seqcount, OddSeqIsNotACopy) {
   EXPECT_TRUE(kdat::seqcount::try_read(t.record(1), out));
 }
 
+TEST(Seqcount, StateFastPathFollowsTheSameProtocol) {
+  FakeTable t(8);
+  t.write(5, ep_record(0x50005, KDAT_EP_CONNECTED, 2));
+  std::uint32_t handle = 0, state = 0;
+  ASSERT_TRUE(kdat::seqcount::try_read_state(t.record(5), handle, state));
+  EXPECT_EQ(handle, 0x50005u);
+  EXPECT_EQ(state, static_cast<std::uint32_t>(KDAT_EP_CONNECTED));
+  t.begin(5);
+  EXPECT_FALSE(kdat::seqcount::try_read_state(t.record(5), handle, state));
+  t.finish(5);
+  EXPECT_TRUE(kdat::seqcount::try_read_state(t.record(5), handle, state));
+}
+
 TEST(Seqcount, WriteDuringTheCopyIsDetected) {
   // The writer starts and tears the record between the reader's copy and its seq re-check.
   FakeTable t(8);

@@ -57,6 +57,18 @@ template <typename Between>
   return try_read(src, out, [] {});
 }
 
+// The fast path for one field: seq, handle and state only, same protocol as try_read().  This is
+// what Endpoint::state() costs: three loads and a fence, no copy of the record.
+[[nodiscard]] inline bool try_read_state(const kdat_record *src, std::uint32_t &handle,
+                                         std::uint32_t &state) {
+  const std::uint32_t seq = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
+  if (seq & 1u) return false;
+  handle = __atomic_load_n(&src->handle, __ATOMIC_RELAXED);
+  state = __atomic_load_n(&src->state, __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return __atomic_load_n(&src->seq, __ATOMIC_RELAXED) == seq;
+}
+
 // Retries until a consistent copy is made.  The kernel holds a record odd only for a few
 // stores, so this spins briefly (yielding now and then); a record that stays odd for about a
 // second means the writer died mid-write: Error(DAT_INTERNAL_ERROR).
@@ -103,6 +115,8 @@ class TableView {
   // The record of `handle`, or nullopt when its slot now holds another object (or none).
   [[nodiscard]] std::optional<Record> find(std::uint32_t handle) const;
   [[nodiscard]] TableSnapshot snapshot(bool include_free = false) const;
+  // Where `slot`'s record lives in the mapping, or nullptr if it is not readable (as read()).
+  [[nodiscard]] const kdat_record *slot_address(std::uint32_t slot) const;
 
  private:
   const std::byte *base_ = nullptr;
