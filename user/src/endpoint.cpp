@@ -45,10 +45,13 @@ Endpoint::Endpoint(const Ia &ia, const Evd &connect_evd, const EpAttributes &att
   arg.attr = attributes.to_raw();
   detail::ioctl_checked(state_->file.get(), KDAT_IOC_EP_CREATE, arg, "ep_create");
   handle_ = arg.ep;
+  record_ = state_->own_table().slot_address(KDAT_HANDLE_SLOT(handle_));
 }
 
 Endpoint::Endpoint(std::shared_ptr<detail::DeviceState> state, std::uint32_t handle)
-    : state_(std::move(state)), handle_(handle) {}
+    : state_(std::move(state)), handle_(handle) {
+  record_ = state_->own_table().slot_address(KDAT_HANDLE_SLOT(handle_));
+}
 
 Endpoint Endpoint::adopt(const Ia &ia, std::uint32_t handle) {
   Endpoint ep(ia.device(), handle);
@@ -57,13 +60,16 @@ Endpoint Endpoint::adopt(const Ia &ia, std::uint32_t handle) {
 }
 
 Endpoint::Endpoint(Endpoint &&other) noexcept
-    : state_(std::move(other.state_)), handle_(std::exchange(other.handle_, 0)) {}
+    : state_(std::move(other.state_)),
+      handle_(std::exchange(other.handle_, 0)),
+      record_(std::exchange(other.record_, nullptr)) {}
 
 Endpoint &Endpoint::operator=(Endpoint &&other) noexcept {
   if (this != &other) {
     detail::free_quietly(state_.get(), KDAT_IOC_EP_FREE, handle_, &kdat_ep_free::ep);
     state_ = std::move(other.state_);
     handle_ = std::exchange(other.handle_, 0);
+    record_ = std::exchange(other.record_, nullptr);
   }
   return *this;
 }
@@ -83,14 +89,12 @@ Record Endpoint::record() const {
 }
 
 EpState Endpoint::state() const {
-  if (handle_ != 0) {
-    // The hot path reads three words of the record; a record mid-write falls back to the full
-    // reader below, which spins, yields and bounds the wait.
-    if (const kdat_record *rec = state_->own_table().slot_address(KDAT_HANDLE_SLOT(handle_))) {
-      std::uint32_t handle = 0, state = 0;
-      if (seqcount::try_read_state(rec, handle, state) && handle == handle_)
-        return static_cast<EpState>(state);
-    }
+  // The hot path reads three words of the record (its address is fixed for the file's life);
+  // a record mid-write falls back to the full reader, which spins, yields and bounds the wait.
+  if (record_ != nullptr) {
+    std::uint32_t handle = 0, state = 0;
+    if (seqcount::try_read_state(record_, handle, state) && handle == handle_)
+      return static_cast<EpState>(state);
   }
   return static_cast<EpState>(record().state);
 }

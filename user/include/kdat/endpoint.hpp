@@ -91,6 +91,7 @@ class Endpoint {
   Endpoint(std::shared_ptr<detail::DeviceState> state, std::uint32_t handle);
   std::shared_ptr<detail::DeviceState> state_;
   std::uint32_t handle_ = 0;
+  const kdat_record *record_ = nullptr;  // this EP's slot in the mapped table
 };
 
 }  // namespace kdat
