@@ -212,7 +212,7 @@ int child_client(std::uint16_t port, int ready_fd) {
     // soon as it sees its own ESTABLISHED, so DISCONNECT_PENDING/DISCONNECTED are legal here.
     const auto now = ep.record();
     bool current = now.state == KDAT_EP_CONNECTED;
-    for (std::uint32_t steps = 1; steps <= 3 && !current; ++steps)
+    for (std::uint32_t steps = 1; steps <= 2 && !current; ++steps)
       current = kdat::reachable_in(KDAT_EP_CONNECTED, now.state, steps);
     if (!current) {
       // 16: the record caught up later (the event was posted before the record was written);
