@@ -19,6 +19,7 @@
 #include <linux/poll.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
+#include <uapi/kdat_layout_check.h>
 #include "kdat_priv.h"
 
 struct kdat_ring {

@@ -18,6 +18,7 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <uapi/kdat_layout_check.h>
 #include "kdat_priv.h"
 
 #define KDAT_TABLE_PAGES	DIV_ROUND_UP(KDAT_TABLE_MAP_SIZE, PAGE_SIZE)

@@ -1,3 +1,5 @@
+#include <uapi/kdat_layout_check.h>
+
 #include <cstring>
 #include <kdat/error.hpp>
 #include <kdat/ring.hpp>

@@ -1,5 +1,6 @@
 #include <sched.h>
 #include <sys/mman.h>
+#include <uapi/kdat_layout_check.h>
 
 #include <algorithm>
 #include <cerrno>
