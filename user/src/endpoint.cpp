@@ -91,7 +91,7 @@ Record Endpoint::record() const {
 EpState Endpoint::state() const {
   // The hot path reads three words of the record (its address is fixed for the file's life);
   // a record mid-write falls back to the full reader, which spins, yields and bounds the wait.
-  if (record_ != nullptr) {
+  if (record_ != nullptr && handle_ != 0) {
     std::uint32_t handle = 0, state = 0;
     if (seqcount::try_read_state(record_, handle, state) && handle == handle_)
       return static_cast<EpState>(state);
@@ -183,6 +183,7 @@ void Endpoint::free() {
   arg.ep = handle_;
   detail::ioctl_checked(state_->file.get(), KDAT_IOC_EP_FREE, arg, "ep_free");
   handle_ = 0;
+  record_ = nullptr;
 }
 
 }  // namespace kdat
