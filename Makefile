@@ -24,6 +24,8 @@ user:
 # Benchmarks (bench/): built against an installed libkdat (find_package), run in one guest boot,
 # reported in bench/results/latest.md.  Not part of 'make test'.
 bench-build: all
+	$(MAKE) -C $(KDIR) M=$(CURDIR)/bench/kmod W=1 KCFLAGS=-Werror \
+		KBUILD_EXTRA_SYMBOLS=$(CURDIR)/kmod/Module.symvers modules
 	cmake --install $(BUILD)/user --prefix $(BUILD)/stage >/dev/null
 	cmake -S bench -B $(BUILD)/bench -DCMAKE_PREFIX_PATH=$(abspath $(BUILD))/stage -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD)/bench -j $(JOBS)
@@ -77,4 +79,5 @@ check-style:
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod clean
+	-$(MAKE) -C $(KDIR) M=$(CURDIR)/bench/kmod clean
 	rm -rf $(BUILD)
