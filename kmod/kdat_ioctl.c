@@ -221,62 +221,62 @@ static void kdat_event_out(struct kdat_event *out, struct kdat_event_info *in)
 	kdat_event_put_refs(in);
 }
 
+/*
+ * A non-ring EVD's event (wait, or dequeue when timeout_us is NULL), taken
+ * with its object references and handed out as the ABI has it.
+ */
+static kdat_ret_t kdat_take_event(struct kdat_evd *evd, const u32 *timeout_us, u32 threshold,
+				  struct kdat_event *out, u32 *nmore)
+{
+	struct kdat_event_info *info = kzalloc(sizeof(*info), GFP_KERNEL);
+	kdat_ret_t ret;
+
+	if (!info)
+		return KDAT_ERR(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	ret = timeout_us ? kdat_evd_wait_ref(evd, *timeout_us, threshold, info, nmore) :
+			   kdat_evd_dequeue_ref(evd, info, nmore);
+	if (!ret)
+		kdat_event_out(out, info);
+	kfree(info);
+	return ret;
+}
+
 static long kdat_ioc_evd_wait(struct kdat_ctx *ctx, void __user *uarg)
 {
-	struct kdat_event_info *info;
 	struct kdat_evd *evd;
-	long ret;
 
 	KDAT_IN(kdat_evd_wait, a, uarg);
-	info = kzalloc(sizeof(*info), GFP_KERNEL);
-	if (!info)
-		return -ENOMEM;
 	evd = kdat_get(ctx, a.evd, KDAT_OBJ_EVD);
-	if (evd && READ_ONCE(evd->ring)) {
+	if (!evd) {
+		a.status = KDAT_BAD_HANDLE(KDAT_DAT_NO_SUBTYPE);
+	} else if (READ_ONCE(evd->ring)) {
 		/* a ring EVD: the kernel takes from the ring on the caller's behalf */
 		a.status = kdat_evd_ring_wait(evd, a.timeout_us, a.threshold,
 					      &a.event, &a.nmore, NULL);
-		kdat_put(evd);
-		kfree(info);
-		return KDAT_OUT(a, uarg);
+	} else {
+		a.status = kdat_take_event(evd, &a.timeout_us, a.threshold, &a.event, &a.nmore);
 	}
-	a.status = evd ? kdat_evd_wait_ref(evd, a.timeout_us, a.threshold, info, &a.nmore) :
-		   KDAT_BAD_HANDLE(KDAT_DAT_NO_SUBTYPE);
 	kdat_put(evd);
-	if (!a.status)
-		kdat_event_out(&a.event, info);
-	kfree(info);
-	ret = KDAT_OUT(a, uarg);
-	return ret;
+	return KDAT_OUT(a, uarg);
 }
 
 static long kdat_ioc_evd_dequeue(struct kdat_ctx *ctx, void __user *uarg)
 {
-	struct kdat_event_info *info;
 	struct kdat_evd *evd;
-	long ret;
 
 	KDAT_IN(kdat_evd_dequeue, a, uarg);
-	info = kzalloc(sizeof(*info), GFP_KERNEL);
-	if (!info)
-		return -ENOMEM;
 	evd = kdat_get(ctx, a.evd, KDAT_OBJ_EVD);
-	if (evd && READ_ONCE(evd->ring)) {
+	if (!evd) {
+		a.status = KDAT_BAD_HANDLE(KDAT_DAT_NO_SUBTYPE);
+	} else if (READ_ONCE(evd->ring)) {
 		a.status = kdat_evd_ring_wait(evd, 0, 1, &a.event, &a.nmore, NULL);
 		if ((a.status & KDAT_DAT_TYPE_MASK) == KDAT_DAT_TIMEOUT_EXPIRED)
 			a.status = KDAT_ERR(KDAT_DAT_QUEUE_EMPTY, KDAT_DAT_NO_SUBTYPE);
-		kdat_put(evd);
-		kfree(info);
-		return KDAT_OUT(a, uarg);
+	} else {
+		a.status = kdat_take_event(evd, NULL, 0, &a.event, &a.nmore);
 	}
-	a.status = evd ? kdat_evd_dequeue_ref(evd, info, &a.nmore) :
-		   KDAT_BAD_HANDLE(KDAT_DAT_NO_SUBTYPE);
 	kdat_put(evd);
-	if (!a.status)
-		kdat_event_out(&a.event, info);
-	kfree(info);
-	ret = KDAT_OUT(a, uarg);
-	return ret;
+	return KDAT_OUT(a, uarg);
 }
 
 /* ---- EP ------------------------------------------------------------------------- */

@@ -22,6 +22,10 @@
  *      their states, lists and handles
  *   -> evd->lock (spinlock): the event queue of one EVD
  *   -> kdat_devices_lock (only from ia open/close and device removal)
+ * Taken with none of the above held:
+ *   kdat_tables_lock (kdat_table.c): the list of shared tables; innermost.
+ * The shared table of a ctx is written only under its ctx->lock (one writer
+ * per seqcount); an event ring only under its EVD's evd->lock.
  * rdma_destroy_id() waits for running handlers, so it is never called with
  * ctx->lock held: ids are detached under the lock and destroyed after it.
  *
