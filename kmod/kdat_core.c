@@ -754,7 +754,7 @@ kdat_ret_t kdat_evd_create(struct kdat_ia *ia, u32 qlen, u32 flags,
 	init_waitqueue_head(&evd->wq);
 
 	mutex_lock(&ctx->lock);
-	if (ia->obj.dead) {
+	if (ia->obj.dead || ia->closing) {
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_IA);
 	} else if (kdat_obj_add(ctx, &evd->obj, KDAT_OBJ_EVD)) {
 		ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
@@ -1010,6 +1010,33 @@ static void kdat_ep_qp_event(struct ib_event *ev, void *ctx)
 {
 }
 
+/*
+ * Keeps the IA's PD and device (teardown and device removal wait for it)
+ * while an EP's QP is made outside ctx->lock; fails once the IA is closing
+ * or its device is gone.
+ */
+static kdat_ret_t kdat_ia_use_pd(struct kdat_ia *ia)
+{
+	struct kdat_ctx *ctx = ia->obj.ctx;
+	kdat_ret_t ret = KDAT_DAT_SUCCESS;
+
+	mutex_lock(&ctx->lock);
+	if (ia->obj.dead || ia->closing)
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_IA);
+	else if (ia->removed)
+		ret = kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
+	else
+		atomic_inc(&ia->eps_finishing);
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+static void kdat_ia_unuse_pd(struct kdat_ia *ia)
+{
+	if (atomic_dec_and_test(&ia->eps_finishing))
+		wake_up_all(&ia->finish_wq);
+}
+
 static int kdat_ep_alloc_qp(struct kdat_ep *ep)
 {
 	struct kdat_ia *ia = ep->ia;
@@ -1053,8 +1080,12 @@ static struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr
 	*ret = kdat_ep_attr_check(ia, attr);
 	if (*ret)
 		return NULL;
+	*ret = kdat_ia_use_pd(ia);
+	if (*ret)
+		return NULL;
 	ep = kzalloc(sizeof(*ep), GFP_KERNEL);
 	if (!ep) {
+		kdat_ia_unuse_pd(ia);
 		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 		return NULL;
 	}
@@ -1065,16 +1096,18 @@ static struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr
 	INIT_LIST_HEAD(&ep->ia_node);
 	if (kdat_ep_alloc_qp(ep)) {
 		kfree(ep);
+		kdat_ia_unuse_pd(ia);
 		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
 		return NULL;
 	}
 	if (kdat_ep_dto_init(ep) || kdat_qp_init(ep)) {
 		kdat_ep_free_qp(ep);
 		kfree(ep);
+		kdat_ia_unuse_pd(ia);
 		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 		return NULL;
 	}
-	return ep;
+	return ep;	/* the caller links or discards it, then kdat_ia_unuse_pd() */
 }
 
 static void kdat_ep_free_qp(struct kdat_ep *ep)
@@ -1153,7 +1186,7 @@ kdat_ret_t kdat_ep_create(struct kdat_ia *ia, struct kdat_evd *conn,
 	if (!ep)
 		return ret;
 	mutex_lock(&ctx->lock);
-	if (ia->obj.dead)
+	if (ia->obj.dead || ia->closing)
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_IA);
 	else if (ia->removed)
 		ret = kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
@@ -1166,10 +1199,11 @@ kdat_ret_t kdat_ep_create(struct kdat_ia *ia, struct kdat_evd *conn,
 	else
 		ret = kdat_ep_link(ep, conn, req, recv);
 	mutex_unlock(&ctx->lock);
-	if (ret) {
+	if (ret)
 		kdat_ep_discard(ep);
+	kdat_ia_unuse_pd(ia);
+	if (ret)
 		return ret;
-	}
 	*out = ep;
 	return KDAT_DAT_SUCCESS;
 }
@@ -1767,7 +1801,7 @@ static kdat_ret_t kdat_sp_create(struct kdat_ia *ia, u64 conn_qual, struct kdat_
 	sp->is_rsp = ep != NULL;
 
 	mutex_lock(&ctx->lock);
-	if (ia->obj.dead) {
+	if (ia->obj.dead || ia->closing) {
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_IA);
 		goto err;
 	}
@@ -2286,7 +2320,9 @@ static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
 		pep = kdat_ep_new(ia, &defaults, &ret);
 		if (!pep) {
 			kfree(cr);
-			return -ENOMEM;
+			/* -ENOMEM makes the CM drop the REQ so that it is retried */
+			return KDAT_RET_TYPE(ret) == KDAT_DAT_INSUFFICIENT_RESOURCES ?
+				-ENOMEM : -ECONNREFUSED;
 		}
 		pep->provider_created = true;
 	}
@@ -2339,13 +2375,17 @@ static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
 	}
 	kdat_cr_post(cr);
 	mutex_unlock(&ctx->lock);
+	if (pep)
+		kdat_ia_unuse_pd(ia);
 	return 0;
 
 refuse:
 	mutex_unlock(&ctx->lock);
 refuse_unlocked:
-	if (pep)
+	if (pep) {
 		kdat_ep_discard(pep);
+		kdat_ia_unuse_pd(ia);
+	}
 	kfree(cr);
 	return -ECONNREFUSED;
 }
@@ -2557,6 +2597,7 @@ static void kdat_ia_teardown(struct kdat_ia *ia)
 	struct kdat_ctx *ctx = ia->obj.ctx;
 	struct rdma_cm_id *id;
 
+	/* ia->closing is set: nothing new joins the IA, what the loop frees stays freed */
 	for (;;) {
 		struct kdat_cr *cr;
 		struct kdat_sp *sp;
@@ -2623,15 +2664,19 @@ kdat_ret_t kdat_ia_close_in(struct kdat_ia *ia, u32 flags)
 	if (flags != KDAT_IA_CLOSE_ABRUPT && flags != KDAT_IA_CLOSE_GRACEFUL)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
 	mutex_lock(&ctx->lock);
-	if (ia->obj.dead) {
+	/* a second close racing the first finds the IA closing: one teardown */
+	if (ia->obj.dead || ia->closing) {
 		mutex_unlock(&ctx->lock);
 		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_IA);
 	}
 	busy = !list_empty(&ia->eps) || !list_empty(&ia->sps) || !list_empty(&ia->crs) ||
 	       !list_empty(&ia->evds);
-	mutex_unlock(&ctx->lock);
-	if (busy && flags == KDAT_IA_CLOSE_GRACEFUL)
+	if (busy && flags == KDAT_IA_CLOSE_GRACEFUL) {
+		mutex_unlock(&ctx->lock);
 		return kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_INVALID_STATE_IA_IN_USE);
+	}
+	ia->closing = true;
+	mutex_unlock(&ctx->lock);
 	kdat_ia_teardown(ia);
 	return KDAT_DAT_SUCCESS;
 }

@@ -92,7 +92,11 @@ struct kdat_ia {
 	struct list_head evds, eps, sps, crs;
 	struct list_head lmrs, rmrs;		/* kernel consumers' memory */
 	bool removed;			/* the device went away */
-	/* EPs killed but still releasing their QP/CQ: the PD waits for them */
+	bool closing;			/* ia_close or teardown began: no new objects */
+	/*
+	 * QPs/CQs being created or released outside ctx->lock (EPs being made
+	 * or killed but not yet finished): the PD waits for them.
+	 */
 	atomic_t eps_finishing;
 	wait_queue_head_t finish_wq;
 	bool own_ctx;			/* a kernel consumer's private ctx */
