@@ -24,6 +24,11 @@
 #define KDAT_DEFAULT_IOV	1
 #define KDAT_MAX_EVD_QLEN	65536
 #define KDAT_MAX_EPS		65536
+/*
+ * Requests a PSP holds before they are accepted or rejected, at most; the
+ * CR EVD's qlen lowers it (each pending request is an event it must hold).
+ * Requests beyond it are refused: NON_PEER_REJECTED at the requester.
+ */
 #define KDAT_LISTEN_BACKLOG	128
 #define KDAT_RSP_BACKLOG	1
 
@@ -40,6 +45,9 @@
 #define KDAT_IB_ACCEPT_PDATA	(IB_CM_REP_PRIVATE_DATA_SIZE - KDAT_PDATA_HDR)
 #define KDAT_IB_REJECT_PDATA	(IB_CM_REJ_PRIVATE_DATA_SIZE - KDAT_PDATA_HDR)
 #define KDAT_PDATA_WIRE_MAX	(KDAT_PRIVATE_DATA_MAX + KDAT_PDATA_HDR)
+
+/* header byte 3: a reject by kdat itself (backlog full, listener gone), not by the consumer */
+#define KDAT_PDATA_F_PROVIDER	0x01
 
 /* Builds the wire form of private data in buf; returns its length. */
 static u8 kdat_pdata_wrap(u8 *buf, const void *pdata, u32 len)
@@ -68,6 +76,13 @@ static u32 kdat_pdata_unwrap(const u8 *raw, u32 raw_len, const u8 **data)
 		return raw[2];
 	}
 	return min_t(u32, raw_len, KDAT_PRIVATE_DATA_MAX);
+}
+
+/* A REJ that kdat's provider side sent on its own (KDAT_PDATA_F_PROVIDER). */
+static bool kdat_pdata_provider_reject(const u8 *raw, u32 raw_len)
+{
+	return raw && raw_len >= KDAT_PDATA_HDR && raw[0] == KDAT_PDATA_MAGIC &&
+	       raw[1] == KDAT_PDATA_VERSION && (raw[3] & KDAT_PDATA_F_PROVIDER);
 }
 
 static kdat_ret_t kdat_err(u32 type, u32 subtype)
@@ -756,6 +771,8 @@ kdat_ret_t kdat_evd_create(struct kdat_ia *ia, u32 qlen, u32 flags,
 	mutex_lock(&ctx->lock);
 	if (ia->obj.dead || ia->closing) {
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_IA);
+	} else if (ia->removed) {	/* like every other create on a gone device */
+		ret = kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
 	} else if (kdat_obj_add(ctx, &evd->obj, KDAT_OBJ_EVD)) {
 		ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 	} else {
@@ -2299,6 +2316,32 @@ static void kdat_cr_post(struct kdat_cr *cr)
 	kfree(info);
 }
 
+/* Caller holds ctx->lock: are as many requests pending on sp as it may hold? */
+static bool kdat_sp_backlog_full(struct kdat_sp *sp)
+{
+	u32 limit = min_t(u32, KDAT_LISTEN_BACKLOG, sp->evd ? sp->evd->qlen : 1), n = 0;
+	struct kdat_cr *cr;
+
+	list_for_each_entry(cr, &sp->ia->crs, ia_node)
+		if (cr->sp == sp && ++n >= limit)
+			return true;
+	return false;
+}
+
+/*
+ * Refuses a request kdat cannot take, marked as the provider's reject so
+ * that a kdat requester reports NON_PEER_REJECTED (seed 000: backlog full).
+ * The handler then returns non-zero and rdma_cm destroys the id.
+ */
+static void kdat_cm_refuse(struct kdat_ia *ia, struct rdma_cm_id *id)
+{
+	u8 hdr[KDAT_PDATA_HDR];
+
+	kdat_pdata_wrap(hdr, NULL, 0);
+	hdr[3] |= KDAT_PDATA_F_PROVIDER;
+	ia->cm->reject(id, hdr, sizeof(hdr), IB_CM_REJ_CONSUMER_DEFINED);
+}
+
 /* A request arrived on a listener; returns non-zero to have rdma_cm refuse it. */
 static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
 			   struct rdma_cm_event *ev)
@@ -2328,7 +2371,8 @@ static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
 	}
 
 	mutex_lock(&ctx->lock);
-	if (sp->obj.dead || ia->removed || (sp->is_rsp && (sp->rsp_used || !sp->ep)))
+	if (sp->obj.dead || ia->removed || (sp->is_rsp && (sp->rsp_used || !sp->ep)) ||
+	    kdat_sp_backlog_full(sp))
 		goto refuse;
 	if (kdat_obj_add(ctx, &cr->obj, KDAT_OBJ_CR))
 		goto refuse;
@@ -2387,6 +2431,7 @@ refuse_unlocked:
 		kdat_ia_unuse_pd(ia);
 	}
 	kfree(cr);
+	kdat_cm_refuse(ia, id);
 	return -ECONNREFUSED;
 }
 
@@ -2510,7 +2555,7 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 		break;
 	case RDMA_CM_EVENT_REJECTED:
 		rej = ep->ia->cm->consumer_reject_data(id, ev, &len);
-		if (rej) {
+		if (rej && !kdat_pdata_provider_reject(rej, len)) {
 			plen = kdat_pdata_unwrap(rej, len, &pdata);
 			kdat_ep_step(ep, KDAT_EP_STIM_PEER_REJECTED, pdata, plen);
 		} else {
