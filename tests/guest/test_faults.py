@@ -1,0 +1,414 @@
+"""Faults (issue #8): a peer killed at every stage of a connection, the RDMA device deleted under
+endpoints in every state, rmmod while kdat is held, a black-holed destination, listener backlog
+exhaustion and 10,000 endpoints on one file.  Each ends with the survivors' events checked against
+include/kdat/ep_table.h, nothing left behind and the module still usable."""
+import os
+import time
+
+import pytest
+
+from kdat_harness import guest
+from kdat_harness.agent import Agent
+from kdat_harness.dat import (DAT, TABLE, Kdat, client, connect_pair,  # noqa: F401
+                              expect_dat_error, host_addr, kdat_files, next_port, server, side,
+                              wait_cr)
+
+T = 5_000_000
+SILENT_HOST = "192.0.2.99"   # on kdat0's subnet, no neighbour: address resolution gives up (2 s)
+BLACK_HOLE = "192.0.2.98"    # a permanent neighbour entry nobody answers for: REQs go nowhere
+ECHO_KO = os.path.join(guest.KMOD_DIR, "kdat_echo.ko")
+TERMINAL = {"CONNECTION_EVENT_DISCONNECTED", "CONNECTION_EVENT_BROKEN",
+            "CONNECTION_EVENT_PEER_REJECTED", "CONNECTION_EVENT_NON_PEER_REJECTED",
+            "CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR", "CONNECTION_EVENT_UNREACHABLE",
+            "CONNECTION_EVENT_TIMED_OUT"}
+
+
+def _refcnt():
+    with open("/sys/module/kdat/refcnt") as f:
+        return int(f.read())
+
+
+def _tables_of(pid):
+    with Kdat() as k:
+        return [t for t in k.table_list()[1] if t.pid == pid]
+
+
+def _events_until_terminal(k, evd, timeout_us=15_000_000):
+    """The connection events up to the first terminal one, then nothing else for 300 ms."""
+    seen = []
+    while True:
+        ev = k.try_wait(evd, timeout_us)
+        assert ev is not None, f"no terminal event; saw {[e.name for e in seen]}"
+        seen.append(ev)
+        if ev.name in TERMINAL:
+            break
+    k.expect_no_event(evd, 300_000)
+    return [e.name for e in seen]
+
+
+def _assert_legal(first_state, names):
+    """Each event is one the table posts from the state the EP was in at that point."""
+    state = first_state
+    for name in names:
+        short = name.removeprefix("CONNECTION_EVENT_")
+        nxt = [r.next for r in TABLE.rules if r.state == state and r.event == short]
+        assert nxt, f"{short} cannot come from {state} (events {names})"
+        state = nxt[0]
+    assert state == "DISCONNECTED", (first_state, names)
+
+
+@pytest.fixture
+def agent(kdat_module, kernel_log, rdma):
+    a = Agent()
+    yield a
+    a.close()
+    deadline = time.monotonic() + 10
+    while _tables_of(a.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _tables_of(a.pid) == [], "the killed process's table outlived it"
+
+
+# ---- kill -9 of either peer at every stage ------------------------------------------------------
+
+def _agent_listens(agent):
+    port = next_port()
+    agent.m("psp_create", agent.ia, agent.crevd, port)
+    return port
+
+
+def test_kill_9_of_the_requester_while_its_cr_is_pending(agent, server):
+    """Our CR's requester dies: the CR still answers, accept ends without a connection."""
+    port = next_port()
+    server.k.psp_create(server.ia, server.crevd, port)
+    cep = agent.m("ep")
+    agent.m("ep_connect", cep, host_addr(), port, 30_000_000)
+    crev = wait_cr(server)
+    agent.kill()
+    time.sleep(0.5)
+    sep = server.ep()
+    r = server.k.call("cr_accept", cr=crev.cr, ep=sep)
+    if r.status == DAT["DAT_SUCCESS"]:
+        _assert_legal("COMPLETION_PENDING", _events_until_terminal(server.k, server.evd))
+    else:
+        assert server.k.ep_state(sep) == "UNCONNECTED"
+    expect_dat_error("DAT_INVALID_HANDLE", server.k.cr_query, crev.cr)
+
+
+def test_kill_9_of_the_acceptor_right_after_accept(agent, client):
+    """The passive side dies in (or just after) COMPLETION_PENDING."""
+    port = _agent_listens(agent)
+    cep = client.ep()
+    client.k.ep_connect(cep, host_addr(), port, T)
+    crev = agent.m("expect_event", agent.crevd, "CONNECTION_REQUEST_EVENT", T)
+    agent.m("cr_accept", crev["cr"], agent.m("ep"))
+    agent.kill()
+    _assert_legal("ACTIVE_CONNECTION_PENDING", _events_until_terminal(client.k, client.evd))
+    assert client.k.ep_state(cep) == "DISCONNECTED"
+
+
+def test_kill_9_of_the_requester_right_after_our_accept(agent, server):
+    """We accept and the requester dies before or after the RTU: we end DISCONNECTED."""
+    port = next_port()
+    server.k.psp_create(server.ia, server.crevd, port)
+    agent.m("ep_connect", agent.m("ep"), host_addr(), port, T)
+    crev = wait_cr(server)
+    sep = server.ep()
+    server.k.cr_accept(crev.cr, sep)
+    agent.kill()
+    _assert_legal("COMPLETION_PENDING", _events_until_terminal(server.k, server.evd))
+
+
+@pytest.mark.parametrize("killed", ["active", "passive"])
+def test_kill_9_of_a_connected_peer(agent, client, server, killed):
+    if killed == "passive":
+        port = _agent_listens(agent)
+        cep = client.ep()
+        client.k.ep_connect(cep, host_addr(), port, T)
+        crev = agent.m("expect_event", agent.crevd, "CONNECTION_REQUEST_EVENT", T)
+        agent.m("cr_accept", crev["cr"], agent.m("ep"))
+        client.k.expect_event(client.evd, "ESTABLISHED")
+        survivor, ep = client, cep
+    else:
+        port = next_port()
+        server.k.psp_create(server.ia, server.crevd, port)
+        agent.m("ep_connect", agent.m("ep"), host_addr(), port, T)
+        sep = server.ep()
+        server.k.cr_accept(wait_cr(server).cr, sep)
+        server.k.expect_event(server.evd, "ESTABLISHED")
+        survivor, ep = server, sep
+    agent.kill()
+    _assert_legal("CONNECTED", _events_until_terminal(survivor.k, survivor.evd))
+    assert survivor.k.ep_state(ep) == "DISCONNECTED"
+
+
+@pytest.mark.parametrize("pending", ["local", "peer"])
+def test_kill_9_around_disconnect_pending(agent, client, pending):
+    """A graceful disconnect in flight while the peer dies (or the disconnecting side dies)."""
+    port = _agent_listens(agent)
+    cep = client.ep()
+    client.k.ep_connect(cep, host_addr(), port, T)
+    crev = agent.m("expect_event", agent.crevd, "CONNECTION_REQUEST_EVENT", T)
+    aep = agent.m("ep")
+    agent.m("cr_accept", crev["cr"], aep)
+    client.k.expect_event(client.evd, "ESTABLISHED")
+    agent.m("expect_event", agent.evd, "ESTABLISHED", T)
+    if pending == "local":
+        client.k.ep_disconnect(cep, graceful=True)
+        agent.kill()
+    else:
+        agent.m("ep_disconnect", aep, True)
+        agent.kill()
+    names = _events_until_terminal(client.k, client.evd)
+    assert names.count("CONNECTION_EVENT_DISCONNECTED") + names.count("CONNECTION_EVENT_BROKEN") == 1
+    assert client.k.ep_state(cep) == "DISCONNECTED"
+
+
+# ---- the RDMA device goes away under endpoints in every state ----------------------------------
+
+@pytest.fixture
+def removable_rxe(kdat_module, kernel_log, rdma):
+    yield rdma["KDAT_TEST_IBDEV"]
+    guest.run("rdma", "link", "delete", rdma["KDAT_TEST_IBDEV"], check=False)
+    guest.rdma_up()
+
+
+def test_rdma_link_delete_with_endpoints_in_every_state(removable_rxe, rdma, kdat_files):
+    k = kdat_files()
+    s = side(k)
+    k2 = kdat_files()
+    s2 = side(k2)
+    eps = {}
+    eps["UNCONNECTED"] = s.ep()
+    # ACTIVE_CONNECTION_PENDING, twice: toward a black hole, and toward a PSP holding our CR
+    eps["ACTIVE_CONNECTION_PENDING"] = s.ep()
+    k.ep_connect(eps["ACTIVE_CONNECTION_PENDING"], SILENT_HOST, next_port(), 60_000_000)
+    held = s.ep()
+    port = next_port()
+    k2.psp_create(s2.ia, s2.crevd, port)
+    k.ep_connect(held, host_addr(), port, 60_000_000)
+    pending_cr = wait_cr(s2).cr
+    # TENTATIVE_CONNECTION_PENDING: a provider PSP's EP
+    pport = next_port()
+    k2.psp_create(s2.ia, s2.crevd, pport, provider=True)
+    tent_client = s.ep()
+    k.ep_connect(tent_client, host_addr(), pport, 60_000_000)
+    tent_cr = wait_cr(s2)
+    eps["TENTATIVE_CONNECTION_PENDING"] = tent_cr.ep
+    # RESERVED: an RSP's EP
+    eps["RESERVED"] = s2.ep()
+    k2.rsp_create(s2.ia, eps["RESERVED"], next_port(), s2.crevd)
+    # CONNECTED (both ends) and DISCONNECTED
+    pair = connect_pair(s, s2)
+    eps["CONNECTED"] = pair.cep
+    done = connect_pair(s, s2)
+    k.ep_disconnect(done.cep)
+    k.expect_event(s.evd, "DISCONNECTED")
+    k2.expect_event(s2.evd, "DISCONNECTED")
+    eps["DISCONNECTED"] = done.cep
+    table = k.table()
+    ring_evd = k.evd_create(s.ia, 8, Kdat.EVD_CONNECTION)
+    ring = k.evd_ring(ring_evd)
+    try:
+        _delete_and_check(removable_rxe, k, k2, s, s2, eps, pair, held, port, pending_cr, table)
+    finally:
+        ring.close()
+        table.close()
+    for f in (k, k2):
+        f.close()
+    # Nothing pins the module: it unloads; loaded again, it serves the re-created device.
+    assert guest.unload_module().returncode == 0
+    guest.load_module()
+    guest.rdma_up()
+    with Kdat() as kc, Kdat() as ks:
+        p = connect_pair(side(kc), side(ks))
+        assert kc.ep_state(p.cep) == "CONNECTED"
+
+
+def _delete_and_check(removable_rxe, k, k2, s, s2, eps, pair, held, port, pending_cr, table):
+    owner = {eps["TENTATIVE_CONNECTION_PENDING"]: k2, eps["RESERVED"]: k2}
+    for state, ep in eps.items():
+        assert owner.get(ep, k).ep_state(ep) == state, state
+
+    guest.run("rdma", "link", "delete", removable_rxe)
+
+    # Every EP ends DISCONNECTED; the ones with a connection get the table's event.
+    for state, ep in eps.items():
+        kk = owner.get(ep, k)
+        assert kk.ep_state(ep) == "DISCONNECTED", state
+    got = {}
+    for kk, evd in ((k, s.evd), (k2, s2.evd), (k2, s2.crevd)):
+        while (ev := kk.try_wait(evd, 500_000)) is not None:
+            got.setdefault(ev.ep, []).append(ev.name.removeprefix("CONNECTION_EVENT_"))
+    for state, ep in eps.items():
+        want = TABLE.lookup(state, "DEVICE_REMOVED")[2]
+        assert got.get(ep, []) == ([] if want == "NONE" else [want]), (state, got.get(ep))
+    # the server end of the connected pair: its own BROKEN, or the DREQ of the client end's
+    # teardown if that came first (both ends share the device)
+    assert got.get(pair.sep) in (["BROKEN"], ["DISCONNECTED"])
+    assert got.get(held) == [TABLE.lookup("ACTIVE_CONNECTION_PENDING", "DEVICE_REMOVED")[2]]
+    assert table.record(s.ia).state == guest.UAPI.consts["KDAT_IA_DEVICE_REMOVED"]
+    # Later calls: clear errors, never a hang; the objects are still the consumer's to free.
+    expect_dat_error("DAT_INVALID_STATE", k.ia_query, s.ia)
+    expect_dat_error("DAT_INVALID_STATE", k.ep_connect, eps["UNCONNECTED"], host_addr(), port, T)
+    expect_dat_error("DAT_INVALID_STATE", k.ep_reset, eps["CONNECTED"])
+    expect_dat_error("DAT_INVALID_STATE", k.evd_create, s.ia, 8, Kdat.EVD_CONNECTION)
+    assert k2.call("cr_accept", cr=pending_cr, ep=0).status != DAT["DAT_SUCCESS"]
+    for ep in (eps["UNCONNECTED"], eps["CONNECTED"], held):
+        k.ep_free(ep)
+
+
+def test_a_new_rxe_device_is_used_without_reloading_kdat(removable_rxe, rdma, kdat_files,
+                                                         kernel_log):
+    k = kdat_files()
+    s = side(k)
+    guest.run("rdma", "link", "delete", removable_rxe)
+    expect_dat_error("DAT_INVALID_STATE", k.ia_query, s.ia)
+    guest.rdma_up()
+    with Kdat() as kc, Kdat() as ks:
+        p = connect_pair(side(kc), side(ks))
+        assert kc.ep_state(p.cep) == "CONNECTED"
+    assert not any("kdat: unloaded" in line for line in kernel_log.new_lines())
+
+
+# ---- rmmod while kdat is held --------------------------------------------------------------------
+
+def test_rmmod_is_refused_while_a_kernel_consumer_holds_kdat(kdat_module, rdma, kernel_log):
+    guest.run("insmod", ECHO_KO, f"listen_port={next_port()}")
+    try:
+        r = guest.unload_module()
+        assert r.returncode != 0 and "in use" in r.stderr, r.stderr
+        assert guest.module_loaded()
+    finally:
+        assert guest.unload_module("kdat_echo").returncode == 0
+    assert guest.unload_module().returncode == 0
+    guest.load_module()
+
+
+@pytest.mark.parametrize("what", ["table", "ring"])
+def test_rmmod_is_refused_while_a_mapping_outlives_its_file(kdat_module, rdma, kernel_log, what):
+    k = Kdat()
+    if what == "table":
+        m = k.table()
+    else:
+        ia = k.ia_open(host_addr())
+        m = k.evd_ring(k.evd_create(ia, 8, Kdat.EVD_CONNECTION))
+    k.close()
+    try:
+        r = guest.unload_module()
+        assert r.returncode != 0 and "in use" in r.stderr, r.stderr
+    finally:
+        m.close()
+    deadline = time.monotonic() + 10
+    while (r := guest.unload_module()).returncode != 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert r.returncode == 0, r.stderr
+    guest.load_module()
+
+
+# ---- a black-holed destination -------------------------------------------------------------------
+
+@pytest.fixture
+def black_hole(rdma):
+    dev = rdma["KDAT_TEST_NETDEV"]
+    guest.run("ip", "neigh", "replace", BLACK_HOLE, "lladdr", "02:00:00:00:00:98", "dev", dev,
+              "nud", "permanent")
+    yield BLACK_HOLE
+    guest.run("ip", "neigh", "del", BLACK_HOLE, "dev", dev, check=False)
+
+
+@pytest.mark.parametrize("timeout_s", [1.0, 3.0, 8.0])
+def test_connect_to_a_black_hole_times_out_within_ten_percent(client, black_hole, timeout_s):
+    """Timed by the kernel's own clock: the EP record's last-change time at connect and at
+    TIMED_OUT (the shared table), so guest scheduling of this test does not count."""
+    table = client.k.table()
+    live_before = table.header().live
+    eps = [client.ep() for _ in range(4)]
+    started = {}
+    for ep in eps:
+        client.k.ep_connect(ep, black_hole, next_port(), int(timeout_s * 1e6))
+        started[ep] = table.record(ep).changed_ns
+    for _ in eps:
+        ev = client.k.expect_event(client.evd, "TIMED_OUT", int(timeout_s * 3e6))
+        rec = table.record(ev.ep)
+        dt = (rec.changed_ns - started[ev.ep]) / 1e9
+        assert timeout_s <= dt <= timeout_s * 1.1, (ev.ep, dt)
+        assert client.k.ep_state(ev.ep) == "DISCONNECTED"
+    client.k.expect_no_event(client.evd, 1_000_000)
+    for ep in eps:
+        client.k.ep_free(ep)
+    assert table.header().live == live_before
+    table.close()
+
+
+# ---- listener backlog exhaustion -----------------------------------------------------------------
+
+def test_backlog_exhaustion_is_non_peer_rejected_and_the_listener_keeps_working(client, server):
+    """A PSP holds as many unanswered requests as its CR EVD's qlen (at most 128)."""
+    crevd = server.k.evd_create(server.ia, 4, Kdat.EVD_CR)
+    port = next_port()
+    server.k.psp_create(server.ia, crevd, port)
+    ceps = [client.ep() for _ in range(7)]
+    for i, ep in enumerate(ceps):
+        client.k.ep_connect(ep, host_addr(), port, 20_000_000, private_data=bytes([i]))
+    crs = [server.k.expect_event(crevd, "CONNECTION_REQUEST_EVENT") for _ in range(4)]
+    server.k.expect_no_event(crevd, 500_000)
+    rejected = [client.k.expect_event(client.evd, "NON_PEER_REJECTED") for _ in range(3)]
+    admitted = {ceps[server.k.cr_query(c.cr).private_data[0]] for c in crs}
+    assert {ev.ep for ev in rejected} == set(ceps) - admitted
+    for ep in {ev.ep for ev in rejected}:
+        assert client.k.ep_state(ep) == "DISCONNECTED"
+    # Answering frees room: accept one, reject one; two new requests get in.
+    sep = server.ep()
+    server.k.cr_accept(crs[0].cr, sep)
+    server.k.expect_event(server.evd, "ESTABLISHED")
+    server.k.cr_reject(crs[1].cr, b"no")
+    late = [client.ep() for _ in range(2)]
+    for ep in late:
+        client.k.ep_connect(ep, host_addr(), port, T)
+    more = [server.k.expect_event(crevd, "CONNECTION_REQUEST_EVENT") for _ in range(2)]
+    for c in more:
+        server.k.cr_accept(c.cr, server.ep())
+    names = [client.k.try_wait(client.evd, T).name for _ in range(4)]
+    assert names.count("CONNECTION_EVENT_ESTABLISHED") == 3, names
+    assert names.count("CONNECTION_EVENT_PEER_REJECTED") == 1, names
+
+
+# ---- 10,000 endpoints on one file ---------------------------------------------------------------
+
+def _kernel_memory_kib():
+    """Slab + vmalloc + page tables after dropping caches: where kdat's and rxe's memory lives."""
+    guest.run("sync")
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+    info = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            k, v = line.split(":")
+            info[k] = int(v.split()[0])
+    return info["Slab"] + info["VmallocUsed"] + info["PageTables"], info["MemAvailable"]
+
+
+def test_ten_thousand_eps_on_one_file_then_close_returns_the_memory(kdat_module, rdma, kernel_log):
+    n = int(os.environ.get("KDAT_FAULT_EPS", 10_000))
+    base, avail0 = _kernel_memory_kib()
+    k = Kdat()
+    ia = k.ia_open(host_addr())
+    evd = k.evd_create(ia, 16, Kdat.EVD_CONNECTION)
+    eps = [k.ep_create(ia, evd) for _ in range(n)]
+    assert len(set(eps)) == n
+    with k.table() as t:
+        assert t.header().live == n + 2
+    peak, _ = _kernel_memory_kib()
+    pid = os.getpid()
+    k.close()
+    deadline = time.monotonic() + 120
+    while _tables_of(pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    after, avail1 = _kernel_memory_kib()
+    grew = peak - base
+    print(f"{n} EPs: kernel memory +{grew} KiB ({grew * 1024 / n:.0f} B/EP), after close "
+          f"{after - base:+d} KiB; MemAvailable {avail0} -> {avail1} KiB")
+    assert grew > 0
+    # Back to baseline: what is left is allocator slack, not n objects.
+    assert after - base < max(grew * 0.05, 4096), (base, peak, after)
+
