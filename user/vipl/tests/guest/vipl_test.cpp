@@ -308,7 +308,7 @@ TEST(Vipl, TimeoutZeroIsInvalidParameterAtOnce) {
   const auto cvi = client.vi();
   const auto r = request(client, cvi, "z", server.host, sd, 0);
   EXPECT_VIP(VIP_INVALID_PARAMETER, r.result);
-  EXPECT_LT(r.seconds, 0.05);
+  EXPECT_LT(r.seconds, 0.1);
   EXPECT_EQ(state_of(cvi), VIP_STATE_IDLE);
   // The server never saw a request: its wait times out.
   EXPECT_VIP(VIP_TIMEOUT, waiting.get().result);
@@ -330,7 +330,7 @@ TEST(Vipl, ServerDownIsTimeoutAfterTheTimeout) {
   const auto r = request(client, cvi, "c", ipv4(silent_host), disc("down"), 700);
   EXPECT_VIP(VIP_TIMEOUT, r.result);
   EXPECT_GE(r.seconds, 0.7);
-  EXPECT_LT(r.seconds, 3.5);
+  EXPECT_LT(r.seconds, 6.0);
   EXPECT_EQ(state_of(cvi), VIP_STATE_IDLE);
 }
 
@@ -342,7 +342,7 @@ TEST(Vipl, ServerDownIsTimeoutAfterALongerTimeoutToo) {
   const auto r = request(client, cvi, "c", ipv4(silent_host), disc("down"), 6000);
   EXPECT_VIP(VIP_TIMEOUT, r.result);
   EXPECT_GE(r.seconds, 6.0);
-  EXPECT_LT(r.seconds, 9.0);
+  EXPECT_LT(r.seconds, 11.0);
   EXPECT_EQ(state_of(cvi), VIP_STATE_IDLE);
 }
 
@@ -359,7 +359,7 @@ TEST(Vipl, ServerThatNeverAnswersIsTimeoutAfterTheTimeout) {
   const auto r = client_side.get();
   EXPECT_VIP(VIP_TIMEOUT, r.result);
   EXPECT_GE(r.seconds, 0.8);
-  EXPECT_LT(r.seconds, 3.5);
+  EXPECT_LT(r.seconds, 6.0);
   EXPECT_EQ(state_of(cvi), VIP_STATE_IDLE);
   // A late accept finds nobody; the server's VI is Idle again and the client VI stays Idle.
   const auto svi = server.vi();
@@ -405,6 +405,18 @@ TEST(Vipl, InfiniteTimeoutToADownServerKeepsTryingUntilTheNicCloses) {
   EXPECT_VIP(VIP_INVALID_PARAMETER, VipDestroyVi(cvi));  // went with the NIC
 }
 
+TEST(Vipl, InfiniteServerWaitEndsWhenTheNicCloses) {
+  auto server = std::make_unique<Nic>();
+  const auto sd = disc("close");
+  auto waiting = wait_async(*server, sd, VIP_INFINITE);
+  settle(sd);
+  EXPECT_EQ(waiting.wait_for(1s), std::future_status::timeout);
+  EXPECT_VIP(VIP_SUCCESS, VipCloseNic(server->handle));
+  server->handle = nullptr;
+  ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready);
+  EXPECT_VIP(VIP_ERROR_RESOURCE, waiting.get().result);
+}
+
 // ---- reject and no match ---------------------------------------------------------------------
 
 TEST(Vipl, ExplicitRejectIsReject) {
@@ -436,9 +448,9 @@ TEST(Vipl, ServerUpButNotWaitingForThatDiscriminatorIsNoMatch) {
   while (vipl::conn_qual(vipl::Bytes(other.begin(), other.end())) ==
          vipl::conn_qual(vipl::Bytes(sd.begin(), sd.end())))
     other += "x";
-  const auto r = request(client, cvi, "c", server.host, other, 5000);
+  const auto r = request(client, cvi, "c", server.host, other, 10000);
   EXPECT_VIP(VIP_NO_MATCH, r.result);
-  EXPECT_LT(r.seconds, 2.0);
+  EXPECT_LT(r.seconds, 4.0);
   EXPECT_EQ(state_of(cvi), VIP_STATE_IDLE);
   // The server is still waiting for its own discriminator: a matching request succeeds.
   auto client_side = std::async(std::launch::async,
@@ -463,18 +475,18 @@ TEST(Vipl, SameQualifierOtherDiscriminatorIsNoMatchToo) {
   auto waiting = wait_async(server, sd, 4000);
   settle(sd);
   const auto cvi = client.vi();
-  const auto r = request(client, cvi, "c", server.host, twin, 5000);
+  const auto r = request(client, cvi, "c", server.host, twin, 10000);
   EXPECT_VIP(VIP_NO_MATCH, r.result);
-  EXPECT_LT(r.seconds, 2.0);
+  EXPECT_LT(r.seconds, 4.0);
   EXPECT_VIP(VIP_TIMEOUT, waiting.get().result);  // its own wait was not consumed
 }
 
 TEST(Vipl, NobodyWaitingAtAllIsNoMatch) {
   Nic server, client;  // the server's NIC is open, no VipConnectWait
   const auto cvi = client.vi();
-  const auto r = request(client, cvi, "c", server.host, disc("nobody"), 5000);
+  const auto r = request(client, cvi, "c", server.host, disc("nobody"), 10000);
   EXPECT_VIP(VIP_NO_MATCH, r.result);
-  EXPECT_LT(r.seconds, 2.0);
+  EXPECT_LT(r.seconds, 4.0);
 }
 
 TEST(Vipl, ServerWaitTimesOutAfterItsTimeout) {
@@ -482,7 +494,7 @@ TEST(Vipl, ServerWaitTimesOutAfterItsTimeout) {
   auto w = wait_async(server, disc("lonely"), 600).get();
   EXPECT_VIP(VIP_TIMEOUT, w.result);
   EXPECT_GE(w.seconds, 0.6);
-  EXPECT_LT(w.seconds, 2.0);
+  EXPECT_LT(w.seconds, 4.0);
 }
 
 TEST(Vipl, TwoWaitsOnOneDiscriminatorServeTwoClients) {
@@ -513,6 +525,65 @@ TEST(Vipl, TwoWaitsOnOneDiscriminatorServeTwoClients) {
   EXPECT_VIP(VIP_SUCCESS, rb.get().result);
 }
 
+// A plain kdat server (no VIPL) on a discriminator's qualifier.
+struct RawServer {
+  explicit RawServer(std::uint16_t port)
+      : ia(device, netdev()),
+        evd(ia, 16, KDAT_EVD_CONNECTION),
+        crevd(ia, 16, KDAT_EVD_CR),
+        psp(ia, crevd, port) {}
+  kdat::Device device;
+  kdat::Ia ia;
+  kdat::Evd evd;
+  kdat::Evd crevd;
+  kdat::Psp psp;
+};
+
+std::uint16_t qual(const std::string &d) {
+  return vipl_kdat_conn_qual(reinterpret_cast<const VIP_UINT8 *>(d.data()),
+                             static_cast<VIP_UINT16>(d.size()));
+}
+
+TEST(Vipl, QualifierTakenByAnotherListenerIsErrorResource) {
+  const auto sd = disc("taken");
+  RawServer raw(qual(sd));
+  Nic server;
+  EXPECT_VIP(VIP_ERROR_RESOURCE, wait_async(server, sd, 500).get().result);
+}
+
+TEST(Vipl, NonViplServerOnTheQualifierIsNoMatchOrReject) {
+  Nic client;
+  const auto sd = disc("raw");
+  RawServer raw(qual(sd));
+  const auto cvi = client.vi();
+  // It accepts, but not with a VIPL answer: not a VipConnectWait for us.
+  auto accepted = std::async(std::launch::async, [&] {
+    auto ev = raw.crevd.try_wait(1, kdat::Timeout(10s));
+    if (!ev) return false;
+    kdat::ConnectionRequest cr(raw.crevd, *ev);
+    kdat::Endpoint ep(raw.ia, raw.evd);
+    cr.accept(ep);
+    auto est = raw.evd.try_wait(1, kdat::Timeout(10s));
+    return est.has_value();
+  });
+  auto r = request(client, cvi, "c", client.host, sd, 8000);
+  EXPECT_VIP(VIP_NO_MATCH, r.result);
+  EXPECT_TRUE(accepted.get());
+  EXPECT_EQ(state_of(cvi), VIP_STATE_IDLE);
+  // It rejects without VIPL private data: an explicit reject.
+  auto rejected = std::async(std::launch::async, [&] {
+    auto ev = raw.crevd.try_wait(1, kdat::Timeout(10s));
+    if (!ev) return false;
+    kdat::ConnectionRequest cr(raw.crevd, *ev);
+    cr.reject(kdat::as_private_data("no"));
+    return true;
+  });
+  r = request(client, cvi, "c", client.host, sd, 8000);
+  EXPECT_VIP(VIP_REJECT, r.result);
+  EXPECT_TRUE(rejected.get());
+  EXPECT_EQ(state_of(cvi), VIP_STATE_IDLE);
+}
+
 // ---- state -----------------------------------------------------------------------------------
 
 TEST(Vipl, ViNotIdleIsInvalidState) {
@@ -531,7 +602,7 @@ TEST(Vipl, ViNotIdleIsInvalidState) {
   const auto svi = connect_pair(client, cvi, server);
   const auto r = request(client, cvi, "c", server.host, "x", 1000);
   EXPECT_VIP(VIP_INVALID_STATE, r.result);
-  EXPECT_LT(r.seconds, 0.05);
+  EXPECT_LT(r.seconds, 0.1);
   EXPECT_EQ(state_of(cvi), VIP_STATE_CONNECTED);  // and still connected
   EXPECT_VIP(VIP_INVALID_STATE, VipDestroyVi(cvi));
   // Accepting on a connected VI: the connection handle survives for another VI.
@@ -729,7 +800,7 @@ TEST(Vipl, PeerThatNeverAsksIsTimeoutForEitherRole) {
     VIP_VI_ATTRIBUTES got{};
     EXPECT_VIP(VIP_TIMEOUT, VipConnectPeerWait(vi, &got));
     EXPECT_GE(seconds_since(t0), 0.7) << local;
-    EXPECT_LT(seconds_since(t0), 3.5) << local;
+    EXPECT_LT(seconds_since(t0), 6.0) << local;
     EXPECT_EQ(state_of(vi), VIP_STATE_IDLE);
     EXPECT_VIP(VIP_SUCCESS, VipDestroyVi(vi));
   }
