@@ -11,7 +11,7 @@
  *   NIC                 a kdat IA (VipOpenNic takes a netdev name or an IP literal)
  *   VI                  a kdat EP with its own connection EVD
  *   host address        the IA's IPv4 (4 bytes) or IPv6 (16 bytes) address, network order
- *   discriminator       1..VIPL_KDAT_MAX_DISCRIMINATOR_LEN bytes; it selects the connection
+ *   discriminator       0..VIPL_KDAT_MAX_DISCRIMINATOR_LEN bytes; it selects the connection
  *                       qualifier vipl_kdat_conn_qual() and travels whole in the connect
  *                       private data, where the server matches it exactly
  *   VipConnectWait      listens (a PSP) on the discriminator's connection qualifier while it

@@ -163,7 +163,7 @@ struct Listener {
 };
 
 struct Nic {
-  Nic(const std::string &name) : ia(device, name), attrs(ia.query()) {
+  explicit Nic(const std::string &name) : ia(device, name), attrs(ia.query()) {
     host = host_bytes(attrs.local_address);
     if (host.empty()) fail(VIP_ERROR_RESOURCE);
   }
