@@ -129,6 +129,11 @@ struct Deadline {
     return {Clock::now() + std::chrono::milliseconds(timeout_ms)};
   }
   [[nodiscard]] bool passed() const { return at && Clock::now() >= *at; }
+  // VIP_TIMEOUT comes after the timeout: kdat's timer runs on jiffies, which may end a
+  // few milliseconds before this process's clock says the time is up.
+  void wait_out() const {
+    if (at) std::this_thread::sleep_until(*at);
+  }
   // What is left, for kdat (µs, at least 1 ms); kdat::infinite when the ABI cannot carry it
   // (more than about 71 minutes): the caller then enforces the deadline itself.
   [[nodiscard]] kdat::Timeout remaining() const {
@@ -155,6 +160,7 @@ struct Waiter {
   Request request;
   Bytes remote_host;
   bool accepted = false;  // peer: accepted on peer_vi
+  bool mismatch = false;  // peer: it asked with another reliability level (and was refused)
 };
 
 struct Listener {
@@ -181,6 +187,8 @@ struct Nic {
   kdat::Ia ia;
   kdat::IaAttributes attrs;
   Bytes host;
+
+  bool registered = true;  // its handle is valid (guarded by the registry's lock)
 
   std::mutex mu;  // everything below
   std::condition_variable cv;
@@ -397,6 +405,13 @@ void Nic::handle_request(const kdat::Event &ev) {
       }
       if (request->kind == Kind::peer && w->peer_vi != nullptr && !w->accepted &&
           w->peer_host == from && w->peer_discriminator == request->local_discriminator) {
+        // The VI Architecture connects VIs of one reliability level only: both sides fail.
+        if (request->attributes.reliability != w->peer_vi->attributes.reliability) {
+          w->mismatch = true;
+          lock.unlock();
+          cr.reject(as_pd(encode_reject(RejectReason::mismatch)));
+          return;
+        }
         try {
           cr.accept(w->peer_vi->ep, as_pd(encode_accept(w->peer_vi->attributes)));
         } catch (const kdat::Error &) {
@@ -466,6 +481,7 @@ std::optional<VIP_RETURN> outcome_of(const kdat::Event &ev, Attributes *remote) 
     }
     case KDAT_DAT_CONNECTION_EVENT_PEER_REJECTED: {
       const auto why = decode_reject(as_u8(ev.private_data));
+      if (why == RejectReason::mismatch) return VIP_INVALID_RELIABILITY_LEVEL;
       return why == RejectReason::no_match ? VIP_NO_MATCH : VIP_REJECT;
     }
     // The server's host answered, but nobody listens on the discriminator's qualifier.
@@ -501,6 +517,7 @@ VIP_RETURN peer_progress(Vi &vi, bool blocking, VIP_VI_ATTRIBUTES *remote_out) {
     if (!vi.peer_pending) fail(VIP_INVALID_STATE);  // no peer request pending
   }
   const auto finish = [&](VIP_RETURN r) {
+    if (r == VIP_TIMEOUT) vi.peer_deadline.wait_out();
     vi.unregister_peer();
     if (r == VIP_SUCCESS) {
       write_attributes(remote_out, vi.remote);
@@ -529,16 +546,18 @@ VIP_RETURN peer_progress(Vi &vi, bool blocking, VIP_VI_ATTRIBUTES *remote_out) {
         }
         return finish(VIP_SUCCESS);  // (takes nic->mu itself)
       }
-      bool accepted;
+      bool accepted, mismatch;
       {
         std::lock_guard lock(vi.nic->mu);
         accepted = vi.peer_waiter->accepted;
+        mismatch = vi.peer_waiter->mismatch;
         if (ev && ev->is_connection_event()) {
           // The accepted connection failed (the peer gave up): wait for another request.
           accepted = vi.peer_waiter->accepted = false;
           if (vi.ep.state() == kdat::EpState::DISCONNECTED) vi.ep.reset();
         }
       }
+      if (mismatch) return finish(VIP_INVALID_RELIABILITY_LEVEL);
       if (!accepted && vi.peer_deadline.passed()) return finish(VIP_TIMEOUT);
       if (!blocking) return VIP_NOT_DONE;
       continue;
@@ -609,6 +628,7 @@ VIP_RETURN VipCloseNic(VIP_NIC_HANDLE NicHandle) {
       const auto it = r.nics.find(reinterpret_cast<std::uintptr_t>(NicHandle));
       if (it == r.nics.end()) fail(VIP_INVALID_PARAMETER);
       nic = it->second;
+      nic->registered = false;  // nothing new is made on it from here on
       r.nics.erase(it);
       // Everything made on the NIC goes with it (a call still running keeps its object).
       std::erase_if(r.vis, [&](auto &e) {
@@ -672,6 +692,7 @@ VIP_RETURN VipCreatePtag(VIP_NIC_HANDLE NicHandle, VIP_PROTECTION_HANDLE *Protec
     auto nic = r.find(r.nics, NicHandle);
     if (ProtectionTag == nullptr) fail(VIP_INVALID_PARAMETER);
     std::lock_guard lock(r.mu);
+    if (!nic->registered) fail(VIP_INVALID_PARAMETER);
     if (nic->ptags >= 1024) fail(VIP_ERROR_RESOURCE);
     ++nic->ptags;
     *ProtectionTag = r.add_locked(r.ptags, std::make_shared<Ptag>(Ptag{nic, 0}));
@@ -717,6 +738,7 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
     auto vi = std::make_shared<Vi>(nic, attrs, ep_attrs);
     vi->ptag_handle = ViAttribs->Ptag;
     std::lock_guard lock(r.mu);
+    if (!nic->registered) fail(VIP_INVALID_PARAMETER);  // closed meanwhile
     if (!r.ptags.contains(reinterpret_cast<std::uintptr_t>(ViAttribs->Ptag)))
       fail(VIP_INVALID_PTAG);  // destroyed meanwhile
     vi->ptag = ptag;
@@ -783,14 +805,18 @@ VIP_RETURN VipConnectWait(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *LocalAddr, 
       nic->cv.wait(lock, ready);
     nic->waiters.remove(&w);
     nic->release_listener(w.port);
-    if (!w.cr) return nic->closed ? VIP_ERROR_RESOURCE : VIP_TIMEOUT;
+    if (nic->closed) return VIP_ERROR_RESOURCE;  // a request it got dies with the NIC
+    if (!w.cr) return VIP_TIMEOUT;
     lock.unlock();
     auto conn = std::make_shared<Conn>(Conn{nic, std::move(w.cr), w.request});
+    {
+      auto &r = registry();
+      std::lock_guard rlock(r.mu);
+      if (!nic->registered) return VIP_ERROR_RESOURCE;
+      *ConnHandle = r.add_locked(r.conns, std::move(conn));
+    }
     write_address(RemoteAddr, w.remote_host, w.request.local_discriminator);
     write_attributes(RemoteViAttribs, w.request.attributes);
-    auto &r = registry();
-    std::lock_guard rlock(r.mu);
-    *ConnHandle = r.add_locked(r.conns, std::move(conn));
     return VIP_SUCCESS;
   });
 }
@@ -890,6 +916,7 @@ VIP_RETURN VipConnectRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS *LocalAddr,
     }
     if (result != VIP_SUCCESS) {
       vi->end(Phase::idle);
+      if (result == VIP_TIMEOUT) deadline.wait_out();
       return result;
     }
     write_attributes(RemoteViAttribs, vi->remote);

@@ -7,7 +7,8 @@
 //     | 6 local disc len | 7 remote disc len | 8 MaxTransferSize | 12 QoS
 //     | 16 local discriminator, then remote discriminator
 //   accept: the same first 16 bytes (the accepting VI's attributes), lens 0.
-//   reject: 'V' 'I' 1 kind=reject | 4 reason (1 = VipConnectReject, 2 = no match)
+//   reject: 'V' 'I' 1 kind=reject | 4 reason (1 = VipConnectReject, 2 = no match,
+//     3 = peer VIs of different reliability levels)
 #pragma once
 
 #include <cstddef>
@@ -26,7 +27,8 @@ inline constexpr std::uint16_t conn_qual_base = 16384;
 inline constexpr std::uint16_t conn_qual_count = 16384;
 
 enum class Kind : std::uint8_t { client = 1, peer = 2, accept = 3, reject = 4 };
-enum class RejectReason : std::uint8_t { rejected = 1, no_match = 2 };
+// mismatch: a peer connection between VIs of different reliability levels.
+enum class RejectReason : std::uint8_t { rejected = 1, no_match = 2, mismatch = 3 };
 
 struct Attributes {
   std::uint8_t reliability = 0;
@@ -130,8 +132,8 @@ inline Attributes attributes(std::span<const std::uint8_t> in) {
 
 [[nodiscard]] inline std::optional<RejectReason> decode_reject(std::span<const std::uint8_t> in) {
   if (in.size() != 5 || !detail::is_vipl(in, Kind::reject)) return std::nullopt;
-  if (in[4] != static_cast<std::uint8_t>(RejectReason::rejected) &&
-      in[4] != static_cast<std::uint8_t>(RejectReason::no_match))
+  if (in[4] < static_cast<std::uint8_t>(RejectReason::rejected) ||
+      in[4] > static_cast<std::uint8_t>(RejectReason::mismatch))
     return std::nullopt;
   return static_cast<RejectReason>(in[4]);
 }

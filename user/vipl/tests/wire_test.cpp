@@ -49,7 +49,10 @@ TEST(ViplWire, AcceptAndRejectRoundTrip) {
             vipl::RejectReason::no_match);
   EXPECT_EQ(vipl::decode_reject(vipl::encode_reject(vipl::RejectReason::rejected)),
             vipl::RejectReason::rejected);
+  EXPECT_EQ(vipl::decode_reject(vipl::encode_reject(vipl::RejectReason::mismatch)),
+            vipl::RejectReason::mismatch);
   EXPECT_FALSE(vipl::decode_reject(vipl::Bytes{'V', 'I', 1, 4, 9}));
+  EXPECT_FALSE(vipl::decode_reject(vipl::Bytes{'V', 'I', 1, 4, 0}));
   EXPECT_FALSE(vipl::decode_accept(vipl::encode_reject(vipl::RejectReason::rejected)));
 }
 

@@ -788,6 +788,23 @@ TEST(Vipl, PeerConnectionFromBothSides) {
   EXPECT_TRUE(eventually([&] { return state_of(vb) == VIP_STATE_ERROR; }));
 }
 
+TEST(Vipl, PeersOfDifferentReliabilityLevelsBothFail) {
+  Nic a, b;
+  const auto da = disc("lv-a"), db = disc("lv-b");
+  const auto va = a.vi(VIP_SERVICE_RELIABLE_DELIVERY), vb = b.vi(VIP_SERVICE_UNRELIABLE);
+  Addr la = a.addr(da), ra(b.host, db), lb = b.addr(db), rb(a.host, da);
+  ASSERT_VIP(VIP_SUCCESS, VipConnectPeerRequest(va, la.get(), ra.get(), 8000));
+  ASSERT_VIP(VIP_SUCCESS, VipConnectPeerRequest(vb, lb.get(), rb.get(), 8000));
+  VIP_VI_ATTRIBUTES got_a{}, got_b{};
+  auto wa = std::async(std::launch::async, [&] { return VipConnectPeerWait(va, &got_a); });
+  const auto t0 = Clock::now();
+  EXPECT_VIP(VIP_INVALID_RELIABILITY_LEVEL, VipConnectPeerWait(vb, &got_b));
+  EXPECT_VIP(VIP_INVALID_RELIABILITY_LEVEL, wa.get());
+  EXPECT_LT(seconds_since(t0), 6.0);  // refused, not timed out
+  EXPECT_EQ(state_of(va), VIP_STATE_IDLE);
+  EXPECT_EQ(state_of(vb), VIP_STATE_IDLE);
+}
+
 TEST(Vipl, PeerThatNeverAsksIsTimeoutForEitherRole) {
   Nic nic;
   // The larger (host, discriminator) connects, the smaller listens: try both.
