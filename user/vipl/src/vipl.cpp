@@ -229,14 +229,18 @@ struct Vi {
     while (evd.dequeue()) {
     }
   }
-  // Back to Idle after a failed or ended connection: the EP is made UNCONNECTED again.
-  void make_idle() {
+  // The EP UNCONNECTED again, whatever connection or attempt it had.
+  void reset_ep() {
     const auto s = ep.state();
     if (s == kdat::EpState::CONNECTED || s == kdat::EpState::DISCONNECT_PENDING ||
         s == kdat::EpState::ACTIVE_CONNECTION_PENDING || s == kdat::EpState::COMPLETION_PENDING)
       ep.disconnect(kdat::CloseMode::abrupt);
     if (ep.state() == kdat::EpState::DISCONNECTED) ep.reset();
     drain();
+  }
+  // Back to Idle after a failed or ended connection.
+  void make_idle() {
+    reset_ep();
     phase = Phase::idle;
   }
   VIP_VI_STATE state_locked() const {
@@ -504,18 +508,9 @@ Request request_for(const Vi &vi, Kind kind, const NetAddress &local, const NetA
   return Request{kind, vi.attributes, local.discriminator, remote.discriminator};
 }
 
-// The peer connection's next step.  blocking: until it ends; else VIP_NOT_DONE while pending.
-VIP_RETURN peer_progress(Vi &vi, bool blocking, VIP_VI_ATTRIBUTES *remote_out) {
-  std::unique_lock op(vi.peer_mu, std::defer_lock);
-  if (blocking) {
-    op.lock();
-  } else if (!op.try_lock()) {
-    return VIP_NOT_DONE;  // another thread drives it
-  }
-  {
-    std::lock_guard lock(vi.mu);
-    if (!vi.peer_pending) fail(VIP_INVALID_STATE);  // no peer request pending
-  }
+// The peer connection's next steps.  blocking: until it ends; else VIP_NOT_DONE while pending.
+// Caller holds vi.peer_mu and has checked that a peer request is pending.
+VIP_RETURN peer_step(Vi &vi, bool blocking, VIP_VI_ATTRIBUTES *remote_out) {
   const auto finish = [&](VIP_RETURN r) {
     if (r == VIP_TIMEOUT) vi.peer_deadline.wait_out();
     vi.unregister_peer();
@@ -591,8 +586,29 @@ VIP_RETURN peer_progress(Vi &vi, bool blocking, VIP_VI_ATTRIBUTES *remote_out) {
     if (r == VIP_SUCCESS) return finish(VIP_SUCCESS);
     if (r && *r != VIP_NO_MATCH) return finish(*r);
     // Not there yet (NO_MATCH) or unreachable: try again shortly.
-    vi.ep.reset();
+    vi.reset_ep();
     vi.peer_retry_at = Clock::now() + 50ms;
+  }
+}
+
+VIP_RETURN peer_progress(Vi &vi, bool blocking, VIP_VI_ATTRIBUTES *remote_out) {
+  std::unique_lock op(vi.peer_mu, std::defer_lock);
+  if (blocking) {
+    op.lock();
+  } else if (!op.try_lock()) {
+    return VIP_NOT_DONE;  // another thread drives it
+  }
+  {
+    std::lock_guard lock(vi.mu);
+    if (!vi.peer_pending) fail(VIP_INVALID_STATE);  // no peer request pending
+  }
+  try {
+    return peer_step(vi, blocking, remote_out);
+  } catch (...) {
+    // A failure underneath ends the peer request: the VI is Idle again.
+    vi.unregister_peer();
+    vi.end(Phase::idle);
+    throw;
   }
 }
 
