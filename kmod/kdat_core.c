@@ -25,11 +25,14 @@
 #define KDAT_MAX_EVD_QLEN	65536
 #define KDAT_MAX_EPS		65536
 /*
- * Requests a PSP holds before they are accepted or rejected, at most; the
- * CR EVD's qlen lowers it (each pending request is an event it must hold).
- * Requests beyond it are refused: NON_PEER_REJECTED at the requester.
+ * Requests a PSP holds before they are accepted or rejected, at most (like
+ * somaxconn); requests beyond it are refused: NON_PEER_REJECTED at the
+ * requester.  Changeable at run time in /sys/module/kdat/parameters/.
  */
 #define KDAT_LISTEN_BACKLOG	128
+static unsigned int listen_backlog = KDAT_LISTEN_BACKLOG;
+module_param(listen_backlog, uint, 0644);
+MODULE_PARM_DESC(listen_backlog, "unanswered connection requests a PSP holds (default 128)");
 #define KDAT_RSP_BACKLOG	1
 
 /*
@@ -2319,7 +2322,7 @@ static void kdat_cr_post(struct kdat_cr *cr)
 /* Caller holds ctx->lock: are as many requests pending on sp as it may hold? */
 static bool kdat_sp_backlog_full(struct kdat_sp *sp)
 {
-	u32 limit = min_t(u32, KDAT_LISTEN_BACKLOG, sp->evd ? sp->evd->qlen : 1), n = 0;
+	u32 limit = max_t(u32, READ_ONCE(listen_backlog), 1), n = 0;
 	struct kdat_cr *cr;
 
 	list_for_each_entry(cr, &sp->ia->crs, ia_node)

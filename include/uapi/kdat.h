@@ -294,8 +294,9 @@ struct kdat_ep_disconnect {
 #define KDAT_PSP_PROVIDER	1u
 
 /*
- * A PSP holds at most min(128, qlen of its CR EVD) requests not yet accepted
- * or rejected; kdat refuses more, and the requester gets NON_PEER_REJECTED.
+ * A PSP holds at most listen_backlog (module parameter, default 128) requests
+ * not yet accepted or rejected; kdat refuses more, and the requester gets
+ * NON_PEER_REJECTED.
  */
 struct kdat_psp_create {
 	__u32 size;

@@ -342,9 +342,25 @@ def test_connect_to_a_black_hole_times_out_within_ten_percent(client, black_hole
 
 # ---- listener backlog exhaustion -----------------------------------------------------------------
 
-def test_backlog_exhaustion_is_non_peer_rejected_and_the_listener_keeps_working(client, server):
-    """A PSP holds as many unanswered requests as its CR EVD's qlen (at most 128)."""
-    crevd = server.k.evd_create(server.ia, 4, Kdat.EVD_CR)
+BACKLOG = "/sys/module/kdat/parameters/listen_backlog"
+
+
+@pytest.fixture
+def backlog_of_4(kdat_module):
+    with open(BACKLOG) as f:
+        old = f.read().strip()
+    assert old == "128"
+    with open(BACKLOG, "w") as f:
+        f.write("4\n")
+    yield 4
+    with open(BACKLOG, "w") as f:
+        f.write(old + "\n")
+
+
+def test_backlog_exhaustion_is_non_peer_rejected_and_the_listener_keeps_working(client, server,
+                                                                               backlog_of_4):
+    """A PSP holds listen_backlog unanswered requests (4 here, 128 by default); more are refused."""
+    crevd = server.k.evd_create(server.ia, 16, Kdat.EVD_CR)
     port = next_port()
     server.k.psp_create(server.ia, crevd, port)
     ceps = [client.ep() for _ in range(7)]
