@@ -154,6 +154,7 @@ struct kdat_ep {
 	struct kdat_wr *send_wrs, *recv_wrs;
 	struct kdat_wr *send_free, *recv_free;
 	atomic_t sends_in_flight;	/* sends, RDMA and RMR binds not yet completed */
+	bool ever_posted;		/* a request was posted: a flush must drain */
 	bool graceful_pending;		/* DISCONNECT_PENDING waits for sends_in_flight == 0 */
 	struct work_struct graceful_work;
 };
