@@ -1,8 +1,8 @@
 #include <sys/mman.h>
 
-#include <kdat/evd.hpp>
 #include <algorithm>
 #include <chrono>
+#include <kdat/evd.hpp>
 #include <kdat/ia.hpp>
 #include <utility>
 
@@ -121,8 +121,8 @@ std::optional<Event> Evd::try_wait(std::uint32_t threshold, Timeout timeout) {
     } else {
       Timeout left = infinite;
       if (!forever) {
-        left = std::max(Timeout::zero(),
-                        std::chrono::duration_cast<Timeout>(deadline - Clock::now()));
+        left =
+            std::max(Timeout::zero(), std::chrono::duration_cast<Timeout>(deadline - Clock::now()));
       }
       const DatReturn status{ring_wait(threshold, left)};
       if (status.type() == KDAT_DAT_TIMEOUT_EXPIRED) return std::nullopt;

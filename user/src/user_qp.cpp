@@ -214,11 +214,11 @@ UserEndpoint::UserEndpoint(const Ia &ia, const Verbs &verbs, const Evd &connect_
     : impl_(std::make_unique<Impl>()) {
   Impl &m = *impl_;
   m.state = ia.device();
-  m.send_cq = ibv_create_cq(verbs.context(), static_cast<int>(attributes.max_send_wr), nullptr,
-                            nullptr, 0);
+  m.send_cq =
+      ibv_create_cq(verbs.context(), static_cast<int>(attributes.max_send_wr), nullptr, nullptr, 0);
   if (m.send_cq == nullptr) throw_verbs(errno, "ibv_create_cq (send)");
-  m.recv_cq = ibv_create_cq(verbs.context(), static_cast<int>(attributes.max_recv_wr), nullptr,
-                            nullptr, 0);
+  m.recv_cq =
+      ibv_create_cq(verbs.context(), static_cast<int>(attributes.max_recv_wr), nullptr, nullptr, 0);
   if (m.recv_cq == nullptr) throw_verbs(errno, "ibv_create_cq (recv)");
   ibv_qp_init_attr init{};
   init.send_cq = m.send_cq;

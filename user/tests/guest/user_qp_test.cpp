@@ -171,8 +171,8 @@ TEST(UserQp, SendRecvRdmaWriteAndReadWithVerifiedBytesThenGracefulDisconnect) {
 
   // RDMA write: client's bytes into the server's buffer at 1024
   fill(p.client.buf, 1024, 1000, 77);
-  post_send(p.cep, IBV_WR_RDMA_WRITE, p.client.mr, 1024, 1000, 11,
-            p.server.mr.address() + 1024, p.server.mr.rkey());
+  post_send(p.cep, IBV_WR_RDMA_WRITE, p.client.mr, 1024, 1000, 11, p.server.mr.address() + 1024,
+            p.server.mr.rkey());
   sc = poll(p.cep.send_cq(), 1);
   ASSERT_EQ(sc.size(), 1u);
   EXPECT_EQ(sc[0].status, IBV_WC_SUCCESS) << ibv_wc_status_str(sc[0].status);
