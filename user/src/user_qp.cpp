@@ -126,6 +126,7 @@ struct UserEndpoint::Impl final : detail::UserQpHook {
   ibv_cq *send_cq = nullptr;
   ibv_cq *recv_cq = nullptr;
   ibv_qp *qp = nullptr;
+  bool own_send_cq = false, own_recv_cq = false;
   std::optional<Endpoint> ep;
   std::uint32_t handle = 0;
   // QP state changes: the thread taking events and the caller's disconnect/reset/accept.
@@ -142,8 +143,8 @@ struct UserEndpoint::Impl final : detail::UserQpHook {
     }
     ep.reset();  // the kernel EP first: the peer is disconnected, the CM forgets the QP number
     if (qp != nullptr) ibv_destroy_qp(qp);
-    if (send_cq != nullptr) ibv_destroy_cq(send_cq);
-    if (recv_cq != nullptr) ibv_destroy_cq(recv_cq);
+    if (own_send_cq) ibv_destroy_cq(send_cq);
+    if (own_recv_cq) ibv_destroy_cq(recv_cq);
   }
 
   // Moves the QP to `qp_state` with the kernel's attributes (cr: the request being accepted).
@@ -214,12 +215,20 @@ UserEndpoint::UserEndpoint(const Ia &ia, const Verbs &verbs, const Evd &connect_
     : impl_(std::make_unique<Impl>()) {
   Impl &m = *impl_;
   m.state = ia.device();
-  m.send_cq =
-      ibv_create_cq(verbs.context(), static_cast<int>(attributes.max_send_wr), nullptr, nullptr, 0);
-  if (m.send_cq == nullptr) throw_verbs(errno, "ibv_create_cq (send)");
-  m.recv_cq =
-      ibv_create_cq(verbs.context(), static_cast<int>(attributes.max_recv_wr), nullptr, nullptr, 0);
-  if (m.recv_cq == nullptr) throw_verbs(errno, "ibv_create_cq (recv)");
+  m.send_cq = attributes.send_cq;
+  if (m.send_cq == nullptr) {
+    m.send_cq = ibv_create_cq(verbs.context(), static_cast<int>(attributes.max_send_wr), nullptr,
+                              nullptr, 0);
+    if (m.send_cq == nullptr) throw_verbs(errno, "ibv_create_cq (send)");
+    m.own_send_cq = true;
+  }
+  m.recv_cq = attributes.recv_cq;
+  if (m.recv_cq == nullptr) {
+    m.recv_cq = ibv_create_cq(verbs.context(), static_cast<int>(attributes.max_recv_wr), nullptr,
+                              nullptr, 0);
+    if (m.recv_cq == nullptr) throw_verbs(errno, "ibv_create_cq (recv)");
+    m.own_recv_cq = true;
+  }
   ibv_qp_init_attr init{};
   init.send_cq = m.send_cq;
   init.recv_cq = m.recv_cq;

@@ -92,10 +92,15 @@ struct UserQpAttributes {
   std::uint32_t max_send_sge = 1;
   std::uint32_t max_recv_sge = 1;
   std::uint32_t max_inline_data = 0;
+  // CQs to use instead of making two (several EPs may share one, as DAT EVDs do); not owned:
+  // they must outlive the UserEndpoint.  nullptr: the UserEndpoint makes and owns its own.
+  ibv_cq *send_cq = nullptr;
+  ibv_cq *recv_cq = nullptr;
 };
 
-// An EP with its own RC QP and two CQs (send, receive) on the Verbs' device.  Destruction frees the
-// kernel EP (a connected EP is torn down: the peer sees DISCONNECTED), then the QP and CQs.
+// An EP with its own RC QP and two CQs (send, receive; its own unless UserQpAttributes names
+// some) on the Verbs' device.  Destruction frees the kernel EP (a connected EP is torn down: the
+// peer sees DISCONNECTED), then the QP and the CQs it owns.
 // Move-only; a moved-from UserEndpoint has handle 0.
 // Thread-safety: as Endpoint.  The QP may be posted to and the CQs polled from any thread (as
 // libibverbs allows) while libkdat changes the QP's state from the thread that takes connection

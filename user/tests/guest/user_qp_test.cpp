@@ -380,6 +380,46 @@ TEST(UserQp, FreeingAConnectedUserEndpointDisconnectsThePeer) {
   EXPECT_EQ(rc[0].status, IBV_WC_WR_FLUSH_ERR);
 }
 
+TEST(UserQp, EndpointsMayShareTheApplicationsCqs) {
+  UserSide server, client;
+  const auto port = next_port();
+  kdat::Psp psp(server.ia, server.crevd, port);
+  ibv_cq *shared = ibv_create_cq(server.verbs.context(), 32, nullptr, nullptr, 0);
+  ASSERT_NE(shared, nullptr);
+  {
+    kdat::UserQpAttributes a;
+    a.send_cq = shared;
+    a.recv_cq = shared;
+    auto s1 = server.ep(a);
+    auto s2 = server.ep(a);
+    EXPECT_EQ(s1.recv_cq(), shared);
+    EXPECT_EQ(s2.send_cq(), shared);
+    auto c1 = client.ep();
+    auto c2 = client.ep();
+    post_recv(s1, server.mr, 0, 64, 1);
+    post_recv(s2, server.mr, 64, 64, 2);
+    for (auto [c, s] : {std::pair{&c1, &s1}, std::pair{&c2, &s2}}) {
+      c->connect(remote(), port, 10s);
+      kdat::ConnectionRequest cr(server.crevd,
+                                 expect_event(server.crevd, KDAT_DAT_CONNECTION_REQUEST_EVENT));
+      s->accept(cr);
+      expect_event(client.evd, KDAT_DAT_CONNECTION_EVENT_ESTABLISHED);
+      expect_event(server.evd, KDAT_DAT_CONNECTION_EVENT_ESTABLISHED);
+    }
+    fill(client.buf, 0, 64, 5);
+    post_send(c1, IBV_WR_SEND, client.mr, 0, 10, 1);
+    post_send(c2, IBV_WR_SEND, client.mr, 0, 20, 2);
+    const auto wc = poll(shared, 2);
+    ASSERT_EQ(wc.size(), 2u);
+    for (const auto &w : wc) {
+      EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+      EXPECT_EQ(w.qp_num, w.wr_id == 1 ? s1.qp_num() : s2.qp_num());
+      EXPECT_EQ(w.byte_len, w.wr_id == 1 ? 10u : 20u);
+    }
+  }  // the UserEndpoints go; the shared CQ is the application's
+  EXPECT_EQ(ibv_destroy_cq(shared), 0);
+}
+
 // ---- against the kernel consumer kdat_echo -----------------------------------------------------
 
 std::string echo_ko() {
