@@ -3,6 +3,8 @@ each QP transition, the active side's internal event and ESTABLISH, and bad inpu
 numbers, states, handles, flags).  The QPs here are made-up numbers: the kernel cannot tell (see
 include/uapi/kdat.h), and the CM only sends them to the peer.  The real-QP data tests are the
 UserQp GoogleTests (user/tests/guest/user_qp_test.cpp, run by test_libkdat.py)."""
+import time
+
 import pytest
 
 from kdat_harness.dat import (DAT, Kdat, expect_dat_error, host_addr, kd, kdat_files,  # noqa: F401
@@ -279,3 +281,80 @@ def test_closing_the_file_mid_connect_leaves_nothing_behind(kdat_files, rdma):
         ev = server.k.try_wait(server.evd, 20_000_000)
         assert ev is not None and ev.name in ("CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR",
                                               "CONNECTION_EVENT_DISCONNECTED"), ev
+
+
+def test_establish_races_the_timeout_and_free_without_harm(two):
+    """ESTABLISH takes the id's handler mutex while the connect timeout or an ep_free may be
+    destroying the id: every round ends with exactly one outcome, and the kernel log stays clean
+    (the debug kernel's lockdep and KASAN watch the pin that keeps the id alive)."""
+    import random
+    import threading
+    client, server = two
+    port = next_port()
+    server.k.psp_create(server.ia, server.crevd, port)
+    rng = random.Random(6)
+    # a timeout about as long as connect-to-REP takes here (the debug kernel is much slower)
+    took = []
+    for _ in range(3):
+        cep, sep = new_uqp(client.k, client, qp_num=0xfff), server.ep()
+        t0 = time.monotonic()
+        client.k.ep_connect(cep, host_addr(), port, T)
+        server.k.cr_accept(wait_cr(server).cr, sep)
+        expect_connect_response(client.k, client.evd, cep)
+        took.append(time.monotonic() - t0)
+        client.k.ep_free(cep)
+        server.k.ep_free(sep)
+        while server.k.try_wait(server.evd, 100_000) is not None:
+            pass
+    timeout_us = max(20_000, int(min(took) * 1.5e6))
+    outcomes = {"ESTABLISHED": 0, "TIMED_OUT": 0, "freed": 0, "no_request": 0}
+    for i in range(40):
+        cep = new_uqp(client.k, client, qp_num=0x1000 + i)
+        sep = server.ep()
+        client.k.ep_connect(cep, host_addr(), port, timeout_us)
+        crev = server.k.try_wait(server.crevd, 2 * T)
+        if crev is None:      # timed out before the REQ left
+            client.k.expect_event(client.evd, "TIMED_OUT")
+            outcomes["no_request"] += 1
+            client.k.ep_free(cep)
+            server.k.ep_free(sep)
+            continue
+        cr = crev.cr
+        if server.k.status("cr_accept", cr=cr, ep=sep) != DAT["DAT_SUCCESS"]:
+            server.k.ep_free(sep)
+            client.k.ep_free(cep)
+            continue
+        ev = client.k.try_wait(client.evd, T)
+        assert ev is not None
+        if ev.number != INTERNAL:          # the timeout beat the REP
+            assert ev.name == "CONNECTION_EVENT_TIMED_OUT", ev
+            outcomes["TIMED_OUT"] += 1
+        else:
+            time.sleep(rng.random() * timeout_us / 1e6)   # before or after the timeout
+            free_it = i % 4 == 3
+            t = threading.Thread(target=lambda: client.k.status("ep_free", ep=cep)) if free_it else None
+            if t:
+                t.start()
+            st = client.k.status("uqp_establish", ep=cep)
+            if t:
+                t.join()
+                outcomes["freed"] += 1
+                while client.k.try_wait(client.evd, 100_000) is not None:
+                    pass    # whatever the freed EP had posted
+            elif st == DAT["DAT_SUCCESS"]:
+                assert client.k.expect_event(client.evd, "ESTABLISHED")
+                outcomes["ESTABLISHED"] += 1
+            else:
+                assert dtype(st) == DAT["DAT_INVALID_STATE"]
+                client.k.expect_event(client.evd, "TIMED_OUT")
+                outcomes["TIMED_OUT"] += 1
+            if not free_it:
+                client.k.expect_no_event(client.evd, 50_000)
+        # the server's side ends one way or another; drain it
+        while server.k.try_wait(server.evd, 200_000) is not None:
+            pass
+        if not (ev.number == INTERNAL and i % 4 == 3):
+            client.k.ep_free(cep)
+        server.k.ep_free(sep)
+    print("establish race outcomes:", outcomes, "timeout", timeout_us, "us")
+    assert outcomes["ESTABLISHED"] + outcomes["TIMED_OUT"] + outcomes["freed"] >= 20, outcomes
