@@ -109,6 +109,7 @@ std::optional<Event> Evd::try_wait(std::uint32_t threshold, Timeout timeout) {
     throw Error({KDAT_DAT_CLASS_ERROR | KDAT_DAT_INVALID_PARAMETER | KDAT_DAT_INVALID_ARG3},
                 "evd_wait: threshold must be 1.." + std::to_string(ring_.entries()));
   }
+  (void)detail::timeout_us(timeout, "evd_wait");  // refuses a negative or too long one up front
   using Clock = std::chrono::steady_clock;
   const bool forever = timeout == infinite;
   const auto deadline = forever ? Clock::time_point::max() : Clock::now() + timeout;
