@@ -126,7 +126,11 @@ std::optional<Event> Evd::try_wait(std::uint32_t threshold, Timeout timeout) {
             std::max(Timeout::zero(), std::chrono::duration_cast<Timeout>(deadline - Clock::now()));
       }
       const DatReturn status{ring_wait(threshold, left)};
-      if (status.type() == KDAT_DAT_TIMEOUT_EXPIRED) return std::nullopt;
+      if (status.type() == KDAT_DAT_TIMEOUT_EXPIRED) {
+        // The kernel counts in jiffies and may end a wait up to one early: sleep the rest.
+        if (!forever && Clock::now() < deadline) continue;
+        return std::nullopt;
+      }
       if (!status.ok()) throw Error(status, "evd_wait");
       event = take();
     }
