@@ -68,6 +68,7 @@ const struct kdat_cm_ops kdat_cm_rdma = {
 	.unlock_handler = rdma_unlock_handler,
 	.consumer_reject_data = kdat_rdma_consumer_reject_data,
 	.modify_qp = kdat_rdma_modify_qp,
+	.init_qp_attr = rdma_init_qp_attr,
 };
 
 #if IS_ENABLED(CONFIG_KUNIT)

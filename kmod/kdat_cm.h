@@ -51,6 +51,11 @@ struct kdat_cm_ops {
 	 */
 	int (*modify_qp)(struct rdma_cm_id *id, struct ib_qp *qp,
 			 enum ib_qp_state state, u32 ird, u32 ord);
+	/*
+	 * The attributes for attr->qp_state (rdma_init_qp_attr), for a QP kdat
+	 * does not own (a user QP).  Optional: without it, user QPs are refused.
+	 */
+	int (*init_qp_attr)(struct rdma_cm_id *id, struct ib_qp_attr *attr, int *mask);
 };
 
 /* The real backend: the kernel's rdma_cm. */

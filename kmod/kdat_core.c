@@ -134,6 +134,8 @@ static void kdat_obj_free_work(struct work_struct *work)
 	/* IB resources went with kdat_*_kill(); what is left is memory. */
 	if (obj->type == KDAT_OBJ_EVD)
 		kdat_ring_put(((struct kdat_evd *)obj)->ring);
+	if (obj->type == KDAT_OBJ_EP)
+		kfree(((struct kdat_ep *)obj)->uqp);
 	kfree(obj);
 	kref_put(&ctx->ref, kdat_ctx_release);
 }
@@ -267,7 +269,8 @@ static void kdat_rec_fill_ep(struct kdat_record *rec, struct kdat_ep *ep)
 	rec->ird = connected ? ep->ird : ep->attr.max_rdma_read_in;
 	rec->ord = connected ? ep->ord : ep->attr.max_rdma_read_out;
 	rec->flags = (ep->active ? KDAT_RECF_ACTIVE : 0) |
-		     (ep->provider_created ? KDAT_RECF_PROVIDER : 0);
+		     (ep->provider_created ? KDAT_RECF_PROVIDER : 0) |
+		     (ep->uqp ? KDAT_RECF_USER_QP : 0);
 	rec->conn_qual = ep->active ? ep->conn_qual : 0;
 	if (ep->cm_id) {
 		kdat_sockaddr_copy(&ep->local_addr,
@@ -489,8 +492,8 @@ static kdat_ret_t kdat_invalid_state(struct kdat_ep *ep)
  * (state, stimulus), post the event it names (with the private data the
  * stimulus brought), and return the action.  Caller holds ctx->lock.
  */
-static unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
-				 const void *pdata, u32 pdata_len)
+unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
+			  const void *pdata, u32 pdata_len)
 {
 	struct kdat_ep_step step = kdat_ep_lookup(ep->state, stimulus);
 
@@ -514,7 +517,7 @@ static unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
 }
 
 /* May this stimulus be applied now?  DAT_SUCCESS or the error to return. */
-static kdat_ret_t kdat_ep_check(struct kdat_ep *ep, unsigned int stimulus)
+kdat_ret_t kdat_ep_check(struct kdat_ep *ep, unsigned int stimulus)
 {
 	struct kdat_ep_step step = kdat_ep_lookup(ep->state, stimulus);
 
@@ -552,6 +555,8 @@ static int kdat_qp_init(struct kdat_ep *ep)
 				   IB_ACCESS_REMOTE_READ,
 	};
 
+	if (!ep->qp)	/* a user QP: the process applies KDAT_IOC_UQP_ATTR's INIT */
+		return 0;
 	return ib_modify_qp(ep->qp, &attr, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT |
 			    IB_QP_ACCESS_FLAGS);
 }
@@ -1092,8 +1097,9 @@ static int kdat_ep_alloc_qp(struct kdat_ep *ep)
 
 static void kdat_ep_free_qp(struct kdat_ep *ep);
 
+/* uqp: a user QP's state (kdat_uqp.c), which the EP takes over; NULL: a kernel QP. */
 static struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr *attr,
-				   kdat_ret_t *ret)
+				   struct kdat_uqp *uqp, kdat_ret_t *ret)
 {
 	struct kdat_ep *ep;
 
@@ -1114,7 +1120,7 @@ static struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr
 	kdat_ep_attr_defaults(ia, &ep->attr);
 	ep->state = KDAT_EP_UNCONNECTED;
 	INIT_LIST_HEAD(&ep->ia_node);
-	if (kdat_ep_alloc_qp(ep)) {
+	if (!uqp && kdat_ep_alloc_qp(ep)) {
 		kfree(ep);
 		kdat_ia_unuse_pd(ia);
 		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
@@ -1127,6 +1133,7 @@ static struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr
 		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 		return NULL;
 	}
+	ep->uqp = uqp;
 	return ep;	/* the caller links or discards it, then kdat_ia_unuse_pd() */
 }
 
@@ -1189,9 +1196,14 @@ static bool kdat_evd_fits(struct kdat_evd *evd, struct kdat_ia *ia, u32 flag)
 	return !evd || (!evd->obj.dead && evd->ia == ia && (evd->flags & flag));
 }
 
-kdat_ret_t kdat_ep_create(struct kdat_ia *ia, struct kdat_evd *conn,
-			  struct kdat_evd *req, struct kdat_evd *recv,
-			  const struct kdat_ep_attr *attr, struct kdat_ep **out)
+/*
+ * An EP with a kernel QP, or (uqp set) one for a user QP: then uqp is the
+ * EP's on success and the caller's to free on failure.
+ */
+kdat_ret_t kdat_ep_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
+			     struct kdat_evd *req, struct kdat_evd *recv,
+			     const struct kdat_ep_attr *attr, struct kdat_uqp *uqp,
+			     struct kdat_ep **out)
 {
 	static const struct kdat_ep_attr zero;
 	struct kdat_ctx *ctx = ia->obj.ctx;
@@ -1202,7 +1214,7 @@ kdat_ret_t kdat_ep_create(struct kdat_ia *ia, struct kdat_evd *conn,
 		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_CONN);
 	if (ia->removed)
 		return kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
-	ep = kdat_ep_new(ia, attr ? attr : &zero, &ret);
+	ep = kdat_ep_new(ia, attr ? attr : &zero, uqp, &ret);
 	if (!ep)
 		return ret;
 	mutex_lock(&ctx->lock);
@@ -1216,16 +1228,27 @@ kdat_ret_t kdat_ep_create(struct kdat_ia *ia, struct kdat_evd *conn,
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_REQUEST);
 	else if (!kdat_evd_fits(recv, ia, KDAT_EVD_DTO))
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_RECV);
+	else if (uqp && kdat_uqp_qpn_in_use(ia, uqp))
+		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG5);
 	else
 		ret = kdat_ep_link(ep, conn, req, recv);
 	mutex_unlock(&ctx->lock);
-	if (ret)
+	if (ret) {
+		ep->uqp = NULL;		/* still the caller's */
 		kdat_ep_discard(ep);
+	}
 	kdat_ia_unuse_pd(ia);
 	if (ret)
 		return ret;
 	*out = ep;
 	return KDAT_DAT_SUCCESS;
+}
+
+kdat_ret_t kdat_ep_create(struct kdat_ia *ia, struct kdat_evd *conn,
+			  struct kdat_evd *req, struct kdat_evd *recv,
+			  const struct kdat_ep_attr *attr, struct kdat_ep **out)
+{
+	return kdat_ep_create_in(ia, conn, req, recv, attr, NULL, out);
 }
 EXPORT_SYMBOL_GPL(kdat_ep_create);
 
@@ -1233,7 +1256,7 @@ EXPORT_SYMBOL_GPL(kdat_ep_create);
  * Detaches the EP's connection id (and stops its timer); the caller destroys
  * the id once ctx->lock is dropped.  Caller holds ctx->lock.
  */
-static struct rdma_cm_id *kdat_ep_detach_id(struct kdat_ep *ep)
+struct rdma_cm_id *kdat_ep_detach_id(struct kdat_ep *ep)
 {
 	struct rdma_cm_id *id = ep->cm_id;
 	struct kdat_ep_timer *t = ep->timer;
@@ -1249,10 +1272,11 @@ static struct rdma_cm_id *kdat_ep_detach_id(struct kdat_ep *ep)
 }
 
 /* Destroys an id that held a reference on its EP; no locks held. */
-static void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id)
+void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id)
 {
 	if (!id)
 		return;
+	kdat_uqp_wait_unpinned(ep);	/* a UQP_ESTABLISH may be taking its handler mutex */
 	ep->ia->cm->destroy_id(id);
 	kdat_obj_put(&ep->obj);
 }
@@ -1269,6 +1293,8 @@ static void kdat_id_destroy_work(struct work_struct *work)
 {
 	struct kdat_id_work *w = container_of(work, struct kdat_id_work, work);
 
+	if (w->obj && w->obj->type == KDAT_OBJ_EP)
+		kdat_uqp_wait_unpinned((struct kdat_ep *)w->obj);
 	w->cm->destroy_id(w->id);
 	kdat_obj_put(w->obj);
 	kfree(w);
@@ -1460,6 +1486,7 @@ kdat_ret_t kdat_ep_reset(struct kdat_ep *ep)
 				kdat_ep_flush(ep);
 			kdat_qp_set(ep, IB_QPS_RESET);
 			kdat_qp_init(ep);
+			kdat_uqp_reset(ep);
 			ep->graceful_pending = false;
 			ep->active = false;
 			ep->ird = 0;
@@ -1994,6 +2021,15 @@ kdat_ret_t kdat_cr_query(struct kdat_cr *cr, struct kdat_cr_info *info)
 }
 EXPORT_SYMBOL_GPL(kdat_cr_query);
 
+/* The IRD/ORD an accept of cr on ep gets: the smaller of ours, the requester's offer and the device's. */
+void kdat_ep_accept_depths(struct kdat_ep *ep, struct kdat_cr *cr, u32 *ird, u32 *ord)
+{
+	*ird = min3(ep->attr.max_rdma_read_in, cr->remote_ord,
+		    min_t(u32, ep->ia->ibdev->attrs.max_qp_rd_atom, U8_MAX));
+	*ord = min3(ep->attr.max_rdma_read_out, cr->remote_ird,
+		    min_t(u32, ep->ia->ibdev->attrs.max_qp_init_rd_atom, U8_MAX));
+}
+
 /*
  * rdma_accept() must run under the id's handler mutex, which ranks above
  * ctx->lock: take it first, then revalidate everything under ctx->lock.
@@ -2085,11 +2121,7 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 		goto out;
 	}
 
-	/* IRD/ORD: the smaller of ours, the requester's offer and the device's. */
-	ep->ird = min3(ep->attr.max_rdma_read_in, cr->remote_ord,
-		       min_t(u32, ep->ia->ibdev->attrs.max_qp_rd_atom, U8_MAX));
-	ep->ord = min3(ep->attr.max_rdma_read_out, cr->remote_ird,
-		       min_t(u32, ep->ia->ibdev->attrs.max_qp_init_rd_atom, U8_MAX));
+	kdat_ep_accept_depths(ep, cr, &ep->ird, &ep->ord);
 
 	/* From here the CR is consumed: the id moves to the EP. */
 	list_del_init(&cr->ia_node);
@@ -2102,11 +2134,12 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 	kdat_ep_step(ep, KDAT_EP_STIM_ACCEPT, NULL, 0);
 
 	err = cr->remote_gone ? -ECONNRESET : 0;
-	if (!err)
+	/* a user QP is in RTS already: the process applied KDAT_IOC_UQP_ATTR's */
+	if (!err && !ep->uqp)
 		err = kdat_qp_modify_cm(ep, id, IB_QPS_INIT);
-	if (!err)
+	if (!err && !ep->uqp)
 		err = kdat_qp_modify_cm(ep, id, IB_QPS_RTR);
-	if (!err)
+	if (!err && !ep->uqp)
 		err = kdat_qp_modify_cm(ep, id, IB_QPS_RTS);
 	if (!err) {
 		param.private_data = wire;
@@ -2115,7 +2148,7 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 		param.initiator_depth = ep->ord;
 		param.flow_control = ep->attr.flow_control;
 		param.rnr_retry_count = ep->attr.rnr_retry_count;
-		param.qp_num = ep->qp->qp_num;
+		param.qp_num = kdat_ep_qpn(ep);
 		err = ep->ia->cm->accept(id, &param);
 	}
 	if (err) {
@@ -2363,7 +2396,7 @@ static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
 	if (sp->flags & KDAT_PSP_PROVIDER) {
 		static const struct kdat_ep_attr defaults;
 
-		pep = kdat_ep_new(ia, &defaults, &ret);
+		pep = kdat_ep_new(ia, &defaults, NULL, &ret);
 		if (!pep) {
 			kfree(cr);
 			/* -ENOMEM makes the CM drop the REQ so that it is retried */
@@ -2454,6 +2487,12 @@ static void kdat_cm_active_response(struct kdat_ep *ep, struct rdma_cm_id *id,
 	 */
 	ep->ord = min_t(u32, ep->attr.max_rdma_read_out, c->initiator_depth);
 	ep->ird = min_t(u32, ep->attr.max_rdma_read_in, c->responder_resources);
+	if (ep->uqp) {
+		/* the process moves its QP, then KDAT_IOC_UQP_ESTABLISH sends the RTU */
+		len = kdat_pdata_unwrap(c->private_data, c->private_data_len, &pdata);
+		kdat_uqp_rep_arrived(ep, pdata, len);
+		return;
+	}
 	err = kdat_qp_modify_cm(ep, id, IB_QPS_RTR);
 	if (!err)
 		err = kdat_qp_modify_cm(ep, id, IB_QPS_RTS);
@@ -2491,7 +2530,8 @@ static void kdat_cm_active_route(struct kdat_ep *ep, struct rdma_cm_id *id)
 	int err;
 
 	kdat_sockaddr_copy(&ep->local_addr, (struct sockaddr *)&id->route.addr.src_addr);
-	err = kdat_qp_modify_cm(ep, id, IB_QPS_INIT);
+	/* a user QP is in INIT since its creation (KDAT_IOC_UQP_ATTR) */
+	err = ep->uqp ? 0 : kdat_qp_modify_cm(ep, id, IB_QPS_INIT);
 	if (!err) {
 		param.private_data = wire;
 		param.private_data_len = kdat_pdata_wrap(wire, ep->private_data,
@@ -2501,7 +2541,7 @@ static void kdat_cm_active_route(struct kdat_ep *ep, struct rdma_cm_id *id)
 		param.flow_control = ep->attr.flow_control;
 		param.retry_count = ep->attr.retry_count;
 		param.rnr_retry_count = ep->attr.rnr_retry_count;
-		param.qp_num = ep->qp->qp_num;
+		param.qp_num = kdat_ep_qpn(ep);
 		err = ep->ia->cm->connect_locked(id, &param);
 	}
 	if (err)
@@ -2596,6 +2636,14 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 		kdat_ep_detach_id(ep);
 		kdat_qp_set(ep, IB_QPS_ERR);
 		destroy = 1;
+		/*
+		 * A UQP_ESTABLISH waiting for this handler's mutex must not find
+		 * the id freed when it gets it: destroy it later, after that.
+		 */
+		if (kdat_uqp_pinned(ep)) {
+			kdat_destroy_id_later(ep->ia->cm, id, &ep->obj);
+			destroy = 0;
+		}
 	}
 	kdat_rec_sync(&ep->obj);	/* addresses, IRD/ORD */
 	mutex_unlock(&ctx->lock);
@@ -2802,6 +2850,8 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 		struct kdat_obj *obj = (struct kdat_obj *)ids[2 * i + 1];
 
 		if (ids[2 * i]) {
+			if (obj->type == KDAT_OBJ_EP)
+				kdat_uqp_wait_unpinned((struct kdat_ep *)obj);
 			ia->cm->destroy_id(ids[2 * i]);
 			kdat_obj_put(obj);	/* the id's reference */
 		}

@@ -702,6 +702,66 @@ static long kdat_ioc_evd_ring_wait(struct kdat_ctx *ctx, void __user *uarg)
 	return KDAT_OUT(a, uarg);
 }
 
+/* ---- userspace QPs (kdat_uqp.c) ----------------------------------------------- */
+
+static long kdat_ioc_uqp_create(struct kdat_ctx *ctx, void __user *uarg)
+{
+	struct kdat_evd *conn = NULL;
+	struct kdat_ia *ia;
+	struct kdat_ep *ep;
+
+	KDAT_IN(kdat_uqp_create, a, uarg);
+	if (kdat_nonzero(a.attr.reserved, sizeof(a.attr.reserved)))
+		return -EINVAL;
+	ia = kdat_get(ctx, a.ia, KDAT_OBJ_IA);
+	if (!ia)
+		a.status = KDAT_BAD_HANDLE(KDAT_DAT_INVALID_HANDLE_IA);
+	else if (!a.connect_evd || !kdat_get_opt_evd(ctx, a.connect_evd, &conn))
+		a.status = KDAT_BAD_HANDLE(KDAT_DAT_INVALID_HANDLE_EVD_CONN);
+	else
+		a.status = kdat_uqp_create(ia, conn, &a.attr, a.qp_num, &ep);
+	kdat_put(conn);
+	kdat_put(ia);
+	a.ep = a.status ? 0 : ep->obj.handle;
+	return KDAT_OUT(a, uarg);
+}
+
+static long kdat_ioc_uqp_attr(struct kdat_ctx *ctx, void __user *uarg)
+{
+	struct kdat_cr *cr = NULL;
+	struct kdat_ep *ep;
+
+	KDAT_IN(kdat_uqp_attr, a, uarg);
+	if (kdat_nonzero(a.reserved, sizeof(a.reserved)))
+		return -EINVAL;
+	/* everything after the inputs is output */
+	memset((u8 *)&a + offsetof(struct kdat_uqp_attr, attr_mask), 0,
+	       sizeof(a) - offsetof(struct kdat_uqp_attr, attr_mask));
+	KDAT_GET_EP(ctx, a, ep);
+	if (ep && a.cr) {
+		cr = kdat_get(ctx, a.cr, KDAT_OBJ_CR);
+		if (!cr)
+			a.status = KDAT_BAD_HANDLE(KDAT_DAT_INVALID_HANDLE_CR);
+	}
+	if (ep && (cr || !a.cr))
+		a.status = kdat_uqp_attr(ep, cr, a.qp_state, &a);
+	kdat_put(cr);
+	kdat_put(ep);
+	return KDAT_OUT(a, uarg);
+}
+
+static long kdat_ioc_uqp_establish(struct kdat_ctx *ctx, void __user *uarg)
+{
+	struct kdat_ep *ep;
+
+	KDAT_IN(kdat_uqp_establish, a, uarg);
+	KDAT_GET_EP(ctx, a, ep);
+	if (ep)
+		a.status = kdat_uqp_establish(ep, a.flags);
+	kdat_put(ep);
+	return KDAT_OUT(a, uarg);
+}
+
 /* ---- shared tables: the list, and attaching a view ----------------------------- */
 
 static long kdat_ioc_table_list(void __user *uarg)
@@ -764,6 +824,9 @@ long kdat_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	case KDAT_IOC_EVD_RING_WAIT:	return kdat_ioc_evd_ring_wait(ctx, uarg);
 	case KDAT_IOC_TABLE_LIST:	return kdat_ioc_table_list(uarg);
 	case KDAT_IOC_TABLE_ATTACH:	return kdat_ioc_table_attach(ctx, uarg);
+	case KDAT_IOC_UQP_CREATE:	return kdat_ioc_uqp_create(ctx, uarg);
+	case KDAT_IOC_UQP_ATTR:		return kdat_ioc_uqp_attr(ctx, uarg);
+	case KDAT_IOC_UQP_ESTABLISH:	return kdat_ioc_uqp_establish(ctx, uarg);
 	default:			return -ENOTTY;
 	}
 }

@@ -60,6 +60,7 @@ struct kdat_obj {
 
 struct kdat_table;
 struct kdat_ring;
+struct kdat_uqp;
 
 /* The owner of a set of objects and their handles. */
 struct kdat_ctx {
@@ -157,6 +158,8 @@ struct kdat_ep {
 	bool ever_posted;		/* a request was posted: a flush must drain */
 	bool graceful_pending;		/* DISCONNECT_PENDING waits for sends_in_flight == 0 */
 	struct work_struct graceful_work;
+	/* a userspace QP instead of qp/cq (kdat_uqp.c), set at creation; NULL for kernel QPs */
+	struct kdat_uqp *uqp;
 };
 
 /* One posted request's completion context. */
@@ -282,6 +285,30 @@ kdat_ret_t kdat_evd_dequeue_ref(struct kdat_evd *evd, struct kdat_event_info *ev
 				u32 *nmore);
 void kdat_event_put_refs(struct kdat_event_info *info);
 void kdat_evd_post(struct kdat_evd *evd, const struct kdat_event_info *info);
+
+unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
+			  const void *pdata, u32 pdata_len);
+kdat_ret_t kdat_ep_check(struct kdat_ep *ep, unsigned int stimulus);
+kdat_ret_t kdat_ep_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
+			     struct kdat_evd *req, struct kdat_evd *recv,
+			     const struct kdat_ep_attr *attr, struct kdat_uqp *uqp,
+			     struct kdat_ep **out);
+struct rdma_cm_id *kdat_ep_detach_id(struct kdat_ep *ep);
+void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id);
+void kdat_ep_accept_depths(struct kdat_ep *ep, struct kdat_cr *cr, u32 *ird, u32 *ord);
+
+/* kdat_uqp.c: userspace QPs (kernel bypass) */
+u32 kdat_ep_qpn(struct kdat_ep *ep);
+bool kdat_uqp_qpn_in_use(struct kdat_ia *ia, struct kdat_uqp *uqp);
+void kdat_uqp_rep_arrived(struct kdat_ep *ep, const u8 *pdata, u32 len);
+void kdat_uqp_reset(struct kdat_ep *ep);
+bool kdat_uqp_pinned(struct kdat_ep *ep);
+void kdat_uqp_wait_unpinned(struct kdat_ep *ep);
+kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
+			   const struct kdat_ep_attr *attr, u32 qpn, struct kdat_ep **out);
+kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
+			 struct kdat_uqp_attr *out);
+kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags);
 
 /* kdat_dto.c */
 int kdat_ep_dto_init(struct kdat_ep *ep);

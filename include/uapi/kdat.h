@@ -36,7 +36,7 @@
 #include <linux/types.h>
 
 #define KDAT_DEVICE_NAME	"kdat"
-#define KDAT_ABI_VERSION	3
+#define KDAT_ABI_VERSION	4
 #define KDAT_IOC_MAGIC		0xDA
 
 #define KDAT_TIMEOUT_INFINITE	0xffffffffu
@@ -475,6 +475,7 @@ struct kdat_table_header {
 #define KDAT_RECF_ACTIVE	(1u << 0)	/* EP: connected (or connecting) actively */
 #define KDAT_RECF_PROVIDER	(1u << 1)	/* EP made by a provider PSP; PSP with that flag */
 #define KDAT_RECF_RING		(1u << 2)	/* EVD with an event ring */
+#define KDAT_RECF_USER_QP	(1u << 3)	/* EP whose QP is a userspace QP (KDAT_IOC_UQP_CREATE) */
 struct kdat_record {
 	__u32 seq;		/* odd while the kernel writes the record */
 	__u32 handle;		/* the live object's handle; 0 = slot free */
@@ -598,6 +599,140 @@ struct kdat_evd_ring_wait {
 	__u32 available;	/* out: events now in the ring */
 };
 
+/* ---- Userspace QPs: kernel bypass (ABI 4) ---------------------------------- */
+
+/*
+ * A user-QP EP connects a queue pair the process created itself through
+ * libibverbs (an RC QP on the IA's RDMA device, its own CQs) instead of a
+ * QP inside kdat.  kdat runs connection management for it in the kernel:
+ * rdma_cm with the QP's number in rdma_conn_param, the way the kernel serves
+ * librdmacm for user QPs.  The EP state machine is the same one (ep_table.h)
+ * and every connection event still arrives on the connect EVD; data transfer
+ * never enters kdat (post and poll with libibverbs).
+ *
+ * The QP's state is the process's to change (ibv_modify_qp): kdat hands out
+ * the attributes of each transition with KDAT_IOC_UQP_ATTR, computed from the
+ * connection exactly as rdma_init_qp_attr() computes them for librdmacm:
+ *   INIT  at creation and after ep_reset (the IA's port, P_Key index 0,
+ *         local write + remote read/write access), so receives can be posted
+ *         before any connection exists;
+ *   RTR, RTS
+ *         passive side: before KDAT_IOC_CR_ACCEPT, asked with the CR (cr
+ *         field) -- path, MTU, the requester's QP number and PSNs, and the
+ *         IRD/ORD the accept will negotiate;
+ *         active side: after the peer's REP arrived (see below);
+ *   ERR   whenever the EP leaves the connection (any DISCONNECTED or failed
+ *         outcome, abrupt disconnect): the QP flushes what is posted.
+ *
+ * The active side.  The REP arrives in the kernel; kdat posts
+ * KDAT_EVENT_UQP_CONNECT_RESPONSE on the EP's connect EVD (a kdat-internal
+ * event, not a DAT event: no state change, the EP stays
+ * ACTIVE_CONNECTION_PENDING).  Its consumer -- libkdat does this inside
+ * Evd::wait/dequeue, so applications never see it -- applies RTR and RTS and
+ * issues KDAT_IOC_UQP_ESTABLISH, which sends the RTU and steps the EP to
+ * CONNECTED: only then is CONNECTION_EVENT_ESTABLISHED posted (with the REP's
+ * private data).  If the RTR/RTS could not be applied, ESTABLISH with
+ * KDAT_UQP_ESTABLISH_FAILED rejects the REP: the EP ends DISCONNECTED with
+ * NON_PEER_REJECTED.  The connect timeout keeps running until ESTABLISH: a
+ * consumer that never answers gets TIMED_OUT (and the peer a REJ).
+ *
+ * What the kernel cannot check.  A user QP lives in the process's uverbs
+ * file, which kdat cannot see: it cannot verify that qp_num names a QP of
+ * the caller, its type or its state.  It checks what it can: the number is a
+ * valid 24-bit QPN other than the special QPs 0 and 1, and no other live EP
+ * of the caller on the same device uses it.  A wrong number is still safe:
+ * kdat never modifies a QP by that number (the process does, through its own
+ * uverbs handle, which the kernel checks), and the number only travels to
+ * the peer in the REQ/REP -- exactly as librdmacm's qp_num does through
+ * /dev/infiniband/rdma_cm, which the kernel does not check either.  A peer
+ * pointed at someone else's QP sends packets that QP drops (wrong PSNs and
+ * state, no rkey), as it would drop any packet a host on the fabric forges.
+ *
+ * User QPs need an IB CM transport (InfiniBand, RoCE): on iWARP the create
+ * fails with DAT_MODEL_NOT_SUPPORTED.
+ */
+
+/* QP states (the values of enum ibv_qp_state and of the kernel's ib_qp_state) */
+#define KDAT_QPS_RESET		0
+#define KDAT_QPS_INIT		1
+#define KDAT_QPS_RTR		2
+#define KDAT_QPS_RTS		3
+#define KDAT_QPS_ERR		6
+
+/* The kdat-internal event of the active side (see above); never a DAT event number. */
+#define KDAT_EVENT_UQP_CONNECT_RESPONSE	0x6b640001u
+
+struct kdat_uqp_create {
+	__u32 size;
+	__u32 status;
+	__u32 ia;
+	__u32 connect_evd;	/* required: connection events */
+	struct kdat_ep_attr attr; /* IRD/ORD, retry/RNR counts, flow control as for ep_create */
+	__u32 qp_num;		/* in: the RC QP (ibv_qp.qp_num) on the IA's device */
+	__u32 ep;		/* out */
+};
+
+/* An address vector, as struct ibv_ah_attr takes it (grh valid if is_global). */
+struct kdat_uqp_ah {
+	__u8 dgid[16];
+	__u32 flow_label;
+	__u16 dlid;
+	__u8 sgid_index;
+	__u8 hop_limit;
+	__u8 traffic_class;
+	__u8 sl;
+	__u8 src_path_bits;
+	__u8 static_rate;
+	__u8 is_global;
+	__u8 port_num;
+	__u8 pad[2];
+};
+
+/*
+ * The attributes of one transition of the EP's user QP.  out: attr_mask has
+ * the bits of enum ibv_qp_attr_mask (identical to the kernel's IB_QP_*, the
+ * uverbs ABI) of the fields to pass to ibv_modify_qp; the others are 0.
+ */
+struct kdat_uqp_attr {
+	__u32 size;
+	__u32 status;
+	__u32 ep;
+	__u32 cr;		/* in: the CR to accept (passive RTR/RTS), else 0 */
+	__u32 qp_state;		/* in: KDAT_QPS_INIT, _RTR, _RTS or _ERR */
+	__u32 attr_mask;	/* out: IBV_QP_* */
+	__u32 qp_access_flags;	/* out: IBV_ACCESS_* */
+	__u32 path_mtu;		/* out: enum ibv_mtu */
+	__u32 rq_psn;
+	__u32 sq_psn;
+	__u32 dest_qp_num;
+	__u16 pkey_index;
+	__u8 port_num;
+	__u8 max_rd_atomic;	/* ORD */
+	__u8 max_dest_rd_atomic; /* IRD */
+	__u8 min_rnr_timer;
+	__u8 timeout;
+	__u8 retry_cnt;
+	__u8 rnr_retry;
+	__u8 reserved[3];	/* must be zero */
+	struct kdat_uqp_ah ah_attr;
+};
+
+/* uqp_establish flags */
+#define KDAT_UQP_ESTABLISH_FAILED 1u	/* RTR/RTS could not be applied: reject the REP */
+
+/*
+ * Active side, after KDAT_EVENT_UQP_CONNECT_RESPONSE: the QP is in RTS, send
+ * the RTU (or, with KDAT_UQP_ESTABLISH_FAILED, a REJ).  DAT_INVALID_STATE if
+ * the EP is not waiting for it (it timed out or was disconnected meanwhile:
+ * that outcome's event is on the connect EVD).
+ */
+struct kdat_uqp_establish {
+	__u32 size;
+	__u32 status;
+	__u32 ep;
+	__u32 flags;
+};
+
 #define KDAT_IOC_VERSION	_IOWR(KDAT_IOC_MAGIC, 0x00, struct kdat_version)
 #define KDAT_IOC_IA_OPEN	_IOWR(KDAT_IOC_MAGIC, 0x01, struct kdat_ia_open)
 #define KDAT_IOC_IA_CLOSE	_IOWR(KDAT_IOC_MAGIC, 0x02, struct kdat_ia_close)
@@ -626,5 +761,8 @@ struct kdat_evd_ring_wait {
 #define KDAT_IOC_TABLE_ATTACH	_IOWR(KDAT_IOC_MAGIC, 0x51, struct kdat_table_attach)
 #define KDAT_IOC_EVD_RING	_IOWR(KDAT_IOC_MAGIC, 0x14, struct kdat_evd_ring)
 #define KDAT_IOC_EVD_RING_WAIT	_IOWR(KDAT_IOC_MAGIC, 0x15, struct kdat_evd_ring_wait)
+#define KDAT_IOC_UQP_CREATE	_IOWR(KDAT_IOC_MAGIC, 0x60, struct kdat_uqp_create)
+#define KDAT_IOC_UQP_ATTR	_IOWR(KDAT_IOC_MAGIC, 0x61, struct kdat_uqp_attr)
+#define KDAT_IOC_UQP_ESTABLISH	_IOWR(KDAT_IOC_MAGIC, 0x62, struct kdat_uqp_establish)
 
 #endif /* _UAPI_KDAT_H */

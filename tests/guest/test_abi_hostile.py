@@ -90,6 +90,8 @@ HANDLE_FIELDS = {
     "psp_query": {"psp": "psp"}, "rsp_create": {"ia": "ia", "ep": "ep", "evd": "evd"},
     "rsp_free": {"rsp": "rsp"}, "cr_query": {"cr": "cr"}, "cr_accept": {"cr": "cr", "ep": "ep"},
     "cr_reject": {"cr": "cr"},
+    "uqp_create": {"ia": "ia", "connect_evd": "evd"}, "uqp_attr": {"ep": "ep", "cr": "cr"},
+    "uqp_establish": {"ep": "ep"},
 }
 
 
@@ -106,7 +108,8 @@ def ctx(kd, rdma):
     cr = wait_cr(s).cr
     rsp_ep = s.ep()
     rsp = k.rsp_create(s.ia, rsp_ep, next_port(), s.crevd)
-    live = {"ia": {s.ia}, "evd": {s.evd, s.crevd}, "ep": {ep, active, rsp_ep}, "psp": {psp},
+    uep = k.do("uqp_create", ia=s.ia, connect_evd=s.evd, qp_num=0x4321).ep   # a user-QP EP
+    live = {"ia": {s.ia}, "evd": {s.evd, s.crevd}, "ep": {ep, active, rsp_ep, uep}, "psp": {psp},
             "rsp": {rsp}, "cr": {cr}}
     # freed ones last, so that no later allocation can reuse their numbers
     ia2 = k.ia_open(host_addr())
@@ -137,6 +140,9 @@ def ctx(kd, rdma):
         "rsp_create": {"ia": s.ia, "ep": ep, "evd": s.crevd, "conn_qual": next_port()},
         "rsp_free": {"rsp": rsp}, "cr_query": {"cr": cr}, "cr_accept": {"cr": cr, "ep": ep},
         "cr_reject": {"cr": cr},
+        "uqp_create": {"ia": s.ia, "connect_evd": s.evd, "qp_num": 0x4322},
+        "uqp_attr": {"ep": uep, "cr": cr, "qp_state": UAPI.consts["KDAT_QPS_RTR"]},
+        "uqp_establish": {"ep": uep},
     }
     return types.SimpleNamespace(k=k, s=s, live=live, freed=freed, base=base, ep=ep, active=active,
                                  cr=cr, psp=psp)
@@ -144,7 +150,8 @@ def ctx(kd, rdma):
 
 def _bad_values(ctx, cmd, htype, fld):
     vals = {"12345": 12345, "max": 0xFFFFFFFF}
-    if (cmd, fld) not in (("ep_create", "request_evd"), ("ep_create", "recv_evd"), ("cr_accept", "ep")):
+    if (cmd, fld) not in (("ep_create", "request_evd"), ("ep_create", "recv_evd"), ("cr_accept", "ep"),
+                          ("uqp_attr", "cr")):
         # 0 means "none" / "the EP the CR names" there
         vals["zero"] = 0
     if htype in ctx.freed and ctx.freed[htype] not in ctx.live[htype]:

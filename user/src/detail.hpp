@@ -12,8 +12,20 @@
 #include <kdat/types.hpp>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 namespace kdat::detail {
+
+// A user-QP EP of this file, told about its connection events by the Evd that takes them
+// (user_qp.cpp).  Called with DeviceState::uqp_mutex held; must not throw.
+class UserQpHook {
+ public:
+  virtual void on_connect_response() noexcept = 0;  // KDAT_EVENT_UQP_CONNECT_RESPONSE
+  virtual void on_connection_event() noexcept = 0;  // any DAT connection event of the EP
+
+ protected:
+  ~UserQpHook() = default;
+};
 
 struct DeviceState {
   explicit DeviceState(UniqueFd fd) : file(std::move(fd)) {}
@@ -24,7 +36,14 @@ struct DeviceState {
   std::once_flag table_once;
   MappedRegion table_region;
   TableView table_view;
+  // The live UserEndpoints of this file, by EP handle.
+  std::mutex uqp_mutex;
+  std::unordered_map<std::uint32_t, UserQpHook *> uqps;
 };
+
+// For every event an Evd takes: lets the EP's UserEndpoint act on it.  True if the event was
+// kdat-internal (KDAT_EVENT_UQP_CONNECT_RESPONSE) and is consumed: the caller takes the next one.
+[[nodiscard]] bool user_qp_filter(DeviceState &state, const Event &event) noexcept;
 
 [[noreturn]] void throw_errno(int err, const char *what);
 

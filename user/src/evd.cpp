@@ -1,5 +1,7 @@
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <chrono>
 #include <kdat/evd.hpp>
 #include <kdat/ia.hpp>
 #include <utility>
@@ -107,13 +109,34 @@ std::optional<Event> Evd::try_wait(std::uint32_t threshold, Timeout timeout) {
     throw Error({KDAT_DAT_CLASS_ERROR | KDAT_DAT_INVALID_PARAMETER | KDAT_DAT_INVALID_ARG3},
                 "evd_wait: threshold must be 1.." + std::to_string(ring_.entries()));
   }
-  check_overflow();
-  // The fast path: enough events already in the ring, no syscall.
-  if (ring_.available() >= threshold) return take();
-  const DatReturn status{ring_wait(threshold, timeout)};
-  if (status.ok()) return take();
-  if (status.type() == KDAT_DAT_TIMEOUT_EXPIRED) return std::nullopt;
-  throw Error(status, "evd_wait");
+  (void)detail::timeout_us(timeout, "evd_wait");  // refuses a negative or too long one up front
+  using Clock = std::chrono::steady_clock;
+  const bool forever = timeout == infinite;
+  const auto deadline = forever ? Clock::time_point::max() : Clock::now() + timeout;
+  for (;;) {
+    check_overflow();
+    std::optional<Event> event;
+    // The fast path: enough events already in the ring, no syscall.
+    if (ring_.available() >= threshold) {
+      event = take();
+    } else {
+      Timeout left = infinite;
+      if (!forever) {
+        left =
+            std::max(Timeout::zero(), std::chrono::duration_cast<Timeout>(deadline - Clock::now()));
+      }
+      const DatReturn status{ring_wait(threshold, left)};
+      if (status.type() == KDAT_DAT_TIMEOUT_EXPIRED) {
+        // The kernel counts in jiffies and may end a wait up to one early: sleep the rest.
+        if (!forever && Clock::now() < deadline) continue;
+        return std::nullopt;
+      }
+      if (!status.ok()) throw Error(status, "evd_wait");
+      event = take();
+    }
+    // A user-QP EP's kdat-internal event is handled here and never returned (user_qp.hpp).
+    if (!detail::user_qp_filter(*state_, *event)) return event;
+  }
 }
 
 Event Evd::wait(std::uint32_t threshold, Timeout timeout) {
@@ -124,16 +147,19 @@ Event Evd::wait(std::uint32_t threshold, Timeout timeout) {
 
 std::optional<Event> Evd::dequeue() {
   if (handle_ == 0) detail::throw_null_handle(KDAT_DAT_INVALID_HANDLE_EVD_CONN, "evd_dequeue");
-  check_overflow();
-  if (ring_.available() == 0) {
-    if (ring_.backlog() == 0) return std::nullopt;
-    // Events wait behind the full ring we just drained: have the kernel move them in.
-    const DatReturn status{ring_wait(1, Timeout::zero())};
-    if (!status.ok() && status.type() != KDAT_DAT_TIMEOUT_EXPIRED)
-      throw Error(status, "evd_dequeue");
-    if (ring_.available() == 0) return std::nullopt;
+  for (;;) {
+    check_overflow();
+    if (ring_.available() == 0) {
+      if (ring_.backlog() == 0) return std::nullopt;
+      // Events wait behind the full ring we just drained: have the kernel move them in.
+      const DatReturn status{ring_wait(1, Timeout::zero())};
+      if (!status.ok() && status.type() != KDAT_DAT_TIMEOUT_EXPIRED)
+        throw Error(status, "evd_dequeue");
+      if (ring_.available() == 0) return std::nullopt;
+    }
+    Event event = take();
+    if (!detail::user_qp_filter(*state_, event)) return event;
   }
-  return take();
 }
 
 }  // namespace kdat

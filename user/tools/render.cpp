@@ -27,6 +27,7 @@ std::string flags_text(const Record &r) {
   if (r.flags & KDAT_RECF_ACTIVE) text += "active,";
   if (r.flags & KDAT_RECF_PROVIDER) text += "provider,";
   if (r.flags & KDAT_RECF_RING) text += "ring,";
+  if (r.flags & KDAT_RECF_USER_QP) text += "user_qp,";
   if (!text.empty()) text.pop_back();
   return text;
 }

@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Userspace QPs (kernel bypass).  A user-QP EP has no QP or CQ in the
+ * kernel: the process created an RC QP through libibverbs and owns it.  kdat
+ * runs connection management for it (rdma_cm with the QP number in
+ * rdma_conn_param, as the kernel serves librdmacm's user QPs in ucma.c) and
+ * hands out the attributes of each QP transition, which the process applies
+ * with ibv_modify_qp.  The EP's states are the table's (ep_table.h), driven
+ * by kdat_core.c as for any EP; nothing here changes a state except through
+ * kdat_ep_step().  The contract for userspace is in include/uapi/kdat.h.
+ *
+ * The active side, after the REP: kdat_core.c calls kdat_uqp_rep_arrived()
+ * from the id's handler instead of moving a kernel QP; the process applies
+ * RTR and RTS and calls kdat_uqp_establish(), which sends the RTU under the
+ * id's handler mutex.  That mutex ranks above ctx->lock, so the id is taken
+ * under ctx->lock, the lock dropped and the handler mutex taken: while it
+ * does, the EP is "pinned" and whoever detaches the id meanwhile destroys it
+ * only after the pin is gone (kdat_uqp_wait_unpinned(); the handler defers
+ * its own destruction), so the mutex cannot vanish under the waiter.
+ */
+#include <linux/slab.h>
+#include "kdat_priv.h"
+
+struct kdat_uqp {
+	u32 qpn;			/* the process's QP; only ever sent to the peer */
+	bool rep_arrived;		/* active: REP in, waiting for UQP_ESTABLISH */
+	bool pinned;			/* an establish is taking the id's handler mutex */
+	wait_queue_head_t unpinned;
+	u8 rep_pdata[KDAT_PRIVATE_DATA_MAX];	/* the REP's, for ESTABLISHED */
+	u32 rep_pdata_len;
+};
+
+/* The QP number the CM sends for this EP: the user QP's, or the kernel QP's. */
+u32 kdat_ep_qpn(struct kdat_ep *ep)
+{
+	if (ep->uqp)
+		return ep->uqp->qpn;
+	return ep->qp ? ep->qp->qp_num : 0;
+}
+
+/*
+ * Does another live EP of this owner on the same device use uqp's QP
+ * number?  The only association kdat can check (see kdat.h).  Caller holds
+ * ctx->lock.
+ */
+bool kdat_uqp_qpn_in_use(struct kdat_ia *ia, struct kdat_uqp *uqp)
+{
+	struct kdat_ia *other;
+	struct kdat_ep *ep;
+
+	lockdep_assert_held(&ia->obj.ctx->lock);
+	list_for_each_entry(other, &ia->obj.ctx->ias, ctx_node) {
+		if (other->ibdev != ia->ibdev)
+			continue;
+		list_for_each_entry(ep, &other->eps, ia_node)
+			if (kdat_ep_qpn(ep) == uqp->qpn)
+				return true;
+	}
+	return false;
+}
+
+bool kdat_uqp_pinned(struct kdat_ep *ep)
+{
+	return ep->uqp && READ_ONCE(ep->uqp->pinned);
+}
+
+/* Before destroying an id detached from ep: no locks held. */
+void kdat_uqp_wait_unpinned(struct kdat_ep *ep)
+{
+	if (ep->uqp)
+		wait_event(ep->uqp->unpinned, !READ_ONCE(ep->uqp->pinned));
+}
+
+/* ep_reset: a new connection starts from scratch.  Caller holds ctx->lock. */
+void kdat_uqp_reset(struct kdat_ep *ep)
+{
+	if (ep->uqp) {
+		ep->uqp->rep_arrived = false;
+		ep->uqp->rep_pdata_len = 0;
+	}
+}
+
+/*
+ * Active side, from the id's handler (ctx->lock held): the peer accepted.
+ * The EP stays ACTIVE_CONNECTION_PENDING; the process is told to move its QP.
+ */
+void kdat_uqp_rep_arrived(struct kdat_ep *ep, const u8 *pdata, u32 len)
+{
+	struct kdat_uqp *uqp = ep->uqp;
+
+	lockdep_assert_held(&ep->obj.ctx->lock);
+	uqp->rep_arrived = true;
+	uqp->rep_pdata_len = min_t(u32, len, KDAT_PRIVATE_DATA_MAX);
+	memcpy(uqp->rep_pdata, pdata, uqp->rep_pdata_len);
+	kdat_evd_post(ep->connect_evd, &(struct kdat_event_info){
+		.number = KDAT_EVENT_UQP_CONNECT_RESPONSE, .ep = ep });
+}
+
+kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
+			   const struct kdat_ep_attr *attr, u32 qpn, struct kdat_ep **out)
+{
+	struct kdat_uqp *uqp;
+	kdat_ret_t ret;
+
+	/* QPs 0 and 1 are the special QPs; QPNs have 24 bits */
+	if (qpn < 2 || qpn > 0xffffff)
+		return KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG5);
+	if (!ia->cm->init_qp_attr || !rdma_cap_ib_cm(ia->ibdev, ia->port_num))
+		return KDAT_ERR(KDAT_DAT_MODEL_NOT_SUPPORTED, KDAT_DAT_NO_SUBTYPE);
+	uqp = kzalloc(sizeof(*uqp), GFP_KERNEL);
+	if (!uqp)
+		return KDAT_ERR(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	uqp->qpn = qpn;
+	init_waitqueue_head(&uqp->unpinned);
+	ret = kdat_ep_create_in(ia, conn, NULL, NULL, attr, uqp, out);
+	if (ret)
+		kfree(uqp);
+	return ret;
+}
+
+static void kdat_uqp_ah_out(struct kdat_uqp_ah *out, const struct rdma_ah_attr *ah)
+{
+	memset(out, 0, sizeof(*out));
+	out->dlid = rdma_ah_get_dlid(ah);
+	out->sl = rdma_ah_get_sl(ah);
+	out->src_path_bits = rdma_ah_get_path_bits(ah);
+	out->static_rate = rdma_ah_get_static_rate(ah);
+	out->port_num = rdma_ah_get_port_num(ah);
+	if (rdma_ah_get_ah_flags(ah) & IB_AH_GRH) {
+		const struct ib_global_route *grh = rdma_ah_read_grh(ah);
+
+		out->is_global = 1;
+		memcpy(out->dgid, grh->dgid.raw, sizeof(out->dgid));
+		out->flow_label = grh->flow_label;
+		out->sgid_index = grh->sgid_index;
+		out->hop_limit = grh->hop_limit;
+		out->traffic_class = grh->traffic_class;
+	}
+}
+
+/* The attributes kdat_uqp_attr hands out; alternate paths are not offered. */
+#define KDAT_UQP_MASK (IB_QP_STATE | IB_QP_ACCESS_FLAGS | IB_QP_PKEY_INDEX | IB_QP_PORT | \
+		       IB_QP_AV | IB_QP_PATH_MTU | IB_QP_TIMEOUT | IB_QP_RETRY_CNT | \
+		       IB_QP_RNR_RETRY | IB_QP_RQ_PSN | IB_QP_MAX_QP_RD_ATOMIC | \
+		       IB_QP_MIN_RNR_TIMER | IB_QP_SQ_PSN | IB_QP_MAX_DEST_RD_ATOMIC | \
+		       IB_QP_DEST_QPN)
+
+static void kdat_uqp_attr_out(struct kdat_uqp_attr *out, const struct ib_qp_attr *a, int mask)
+{
+	mask &= KDAT_UQP_MASK;
+	out->attr_mask = mask;
+	out->qp_state = a->qp_state;
+	if (mask & IB_QP_ACCESS_FLAGS)
+		out->qp_access_flags = a->qp_access_flags;
+	if (mask & IB_QP_PATH_MTU)
+		out->path_mtu = a->path_mtu;
+	if (mask & IB_QP_RQ_PSN)
+		out->rq_psn = a->rq_psn;
+	if (mask & IB_QP_SQ_PSN)
+		out->sq_psn = a->sq_psn;
+	if (mask & IB_QP_DEST_QPN)
+		out->dest_qp_num = a->dest_qp_num;
+	if (mask & IB_QP_PKEY_INDEX)
+		out->pkey_index = a->pkey_index;
+	if (mask & IB_QP_PORT)
+		out->port_num = a->port_num;
+	if (mask & IB_QP_MAX_QP_RD_ATOMIC)
+		out->max_rd_atomic = a->max_rd_atomic;
+	if (mask & IB_QP_MAX_DEST_RD_ATOMIC)
+		out->max_dest_rd_atomic = a->max_dest_rd_atomic;
+	if (mask & IB_QP_MIN_RNR_TIMER)
+		out->min_rnr_timer = a->min_rnr_timer;
+	if (mask & IB_QP_TIMEOUT)
+		out->timeout = a->timeout;
+	if (mask & IB_QP_RETRY_CNT)
+		out->retry_cnt = a->retry_cnt;
+	if (mask & IB_QP_RNR_RETRY)
+		out->rnr_retry = a->rnr_retry;
+	if (mask & IB_QP_AV)
+		kdat_uqp_ah_out(&out->ah_attr, &a->ah_attr);
+}
+
+/*
+ * Passive side: cr is the request ep will accept.  The checks kdat_cr_accept
+ * makes, so the attributes are those of the accept that follows.  Caller
+ * holds ctx->lock; the CR's id lives while it is cr->cm_id under that lock.
+ */
+static kdat_ret_t kdat_uqp_accept_id(struct kdat_ep *ep, struct kdat_cr *cr,
+				     struct rdma_cm_id **id, u32 *ird, u32 *ord)
+{
+	kdat_ret_t ret;
+
+	if (cr->obj.dead || !cr->cm_id || cr->busy)
+		return KDAT_ERR(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_CR);
+	if (ep->ia != cr->ia || (cr->ep && cr->ep != ep))
+		return KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	ret = kdat_ep_check(ep, KDAT_EP_STIM_ACCEPT);
+	if (ret)
+		return ret;
+	*id = cr->cm_id;
+	kdat_ep_accept_depths(ep, cr, ird, ord);
+	return KDAT_DAT_SUCCESS;
+}
+
+kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
+			 struct kdat_uqp_attr *out)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct ib_qp_attr a = {};
+	struct rdma_cm_id *id = NULL;
+	u32 ird = 0, ord = 0;
+	kdat_ret_t ret = KDAT_DAT_SUCCESS;
+	int mask = 0;
+
+	if (qp_state != KDAT_QPS_INIT && qp_state != KDAT_QPS_RTR &&
+	    qp_state != KDAT_QPS_RTS && qp_state != KDAT_QPS_ERR)
+		return KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
+	/* a CR only says where RTR and RTS come from */
+	if (cr && qp_state != KDAT_QPS_RTR && qp_state != KDAT_QPS_RTS)
+		return KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	if (cr && cr->obj.ctx != ctx)
+		return KDAT_ERR(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_CR);
+
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead) {
+		ret = KDAT_ERR(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+		goto out;
+	}
+	if (!ep->uqp) {		/* a kernel QP is kdat's to move */
+		ret = KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG1);
+		goto out;
+	}
+	a.qp_state = qp_state;
+	switch (qp_state) {
+	case KDAT_QPS_ERR:
+		mask = IB_QP_STATE;	/* always allowed: it only stops the QP */
+		break;
+	case KDAT_QPS_INIT:
+		/* before any connection: the states that take receives and no peer yet */
+		if (ep->state != KDAT_EP_UNCONNECTED && ep->state != KDAT_EP_RESERVED &&
+		    ep->state != KDAT_EP_PASSIVE_CONNECTION_PENDING &&
+		    ep->state != KDAT_EP_TENTATIVE_CONNECTION_PENDING) {
+			ret = KDAT_ERR(KDAT_DAT_INVALID_STATE,
+				       kdat_ep_invalid_state_subtype(ep->state));
+			goto out;
+		}
+		if (ep->ia->removed) {
+			ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
+			goto out;
+		}
+		/* what rdma_cm gives an RC id on RoCE: P_Key index 0 of the IA's port */
+		a.pkey_index = 0;
+		a.port_num = ep->ia->port_num;
+		a.qp_access_flags = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+				    IB_ACCESS_REMOTE_READ;
+		mask = IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_ACCESS_FLAGS;
+		break;
+	default:	/* RTR, RTS */
+		if (cr) {
+			ret = kdat_uqp_accept_id(ep, cr, &id, &ird, &ord);
+			if (ret)
+				goto out;
+		} else if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING &&
+			   ep->uqp->rep_arrived && ep->cm_id) {
+			id = ep->cm_id;
+			ird = ep->ird;
+			ord = ep->ord;
+		} else {
+			ret = KDAT_ERR(KDAT_DAT_INVALID_STATE,
+				       kdat_ep_invalid_state_subtype(ep->state));
+			goto out;
+		}
+		if (ep->ia->removed || ep->ia->cm->init_qp_attr(id, &a, &mask)) {
+			ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
+			goto out;
+		}
+		if (qp_state == KDAT_QPS_RTR) {
+			a.max_dest_rd_atomic = ird;
+			mask |= IB_QP_MAX_DEST_RD_ATOMIC;
+		} else {
+			a.max_rd_atomic = ord;
+			mask |= IB_QP_MAX_QP_RD_ATOMIC;
+		}
+		break;
+	}
+	kdat_uqp_attr_out(out, &a, mask);
+out:
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+static void kdat_uqp_unpin(struct kdat_ep *ep)
+{
+	mutex_lock(&ep->obj.ctx->lock);
+	WRITE_ONCE(ep->uqp->pinned, false);
+	mutex_unlock(&ep->obj.ctx->lock);
+	wake_up_all(&ep->uqp->unpinned);
+}
+
+kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct rdma_cm_id *id, *dead = NULL;
+	struct kdat_uqp *uqp;
+	kdat_ret_t ret = KDAT_DAT_SUCCESS;
+	int err;
+
+	if (flags & ~KDAT_UQP_ESTABLISH_FAILED)
+		return KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	mutex_lock(&ctx->lock);
+	uqp = ep->uqp;
+	if (ep->obj.dead)
+		ret = KDAT_ERR(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+	else if (!uqp)
+		ret = KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG1);
+	else if (ep->state != KDAT_EP_ACTIVE_CONNECTION_PENDING || !uqp->rep_arrived ||
+		 !ep->cm_id || uqp->pinned)
+		ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(ep->state));
+	if (ret) {
+		mutex_unlock(&ctx->lock);
+		return ret;
+	}
+	id = ep->cm_id;
+	WRITE_ONCE(uqp->pinned, true);
+	mutex_unlock(&ctx->lock);
+
+	ep->ia->cm->lock_handler(id);
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead || ep->cm_id != id || ep->state != KDAT_EP_ACTIVE_CONNECTION_PENDING) {
+		/* timed out, disconnected or freed meanwhile: that outcome is posted */
+		ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(ep->state));
+	} else {
+		/* the RTU, as rdma_cm sends it for librdmacm's user QPs */
+		err = flags ? -ECONNABORTED : ep->ia->cm->accept(id, NULL);
+		uqp->rep_arrived = false;
+		if (err) {
+			/* destroying the id in this state sends the REJ */
+			dead = kdat_ep_detach_id(ep);
+			kdat_ep_step(ep, KDAT_EP_STIM_BROKEN, NULL, 0);
+		} else {
+			kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, uqp->rep_pdata,
+				     uqp->rep_pdata_len);
+		}
+	}
+	mutex_unlock(&ctx->lock);
+	ep->ia->cm->unlock_handler(id);
+	kdat_uqp_unpin(ep);
+	kdat_ep_destroy_id(ep, dead);
+	return ret;
+}
