@@ -278,6 +278,9 @@ union Arg {
   kdat_table_attach table_attach;
   kdat_evd_ring evd_ring;
   kdat_evd_ring_wait evd_ring_wait;
+  kdat_uqp_create uqp_create;
+  kdat_uqp_attr uqp_attr;
+  kdat_uqp_establish uqp_establish;
   std::uint8_t bytes[512];
 };
 static_assert(sizeof(Arg) == 512);
@@ -305,6 +308,8 @@ const Cmd cmds[] = {
     KDAT_FUZZ_CMD(CR_ACCEPT, 4),      KDAT_FUZZ_CMD(CR_REJECT, 3),
     KDAT_FUZZ_CMD(TABLE_LIST, 2),     KDAT_FUZZ_CMD(TABLE_ATTACH, 2),
     KDAT_FUZZ_CMD(EVD_RING, 3),       KDAT_FUZZ_CMD(EVD_RING_WAIT, 3),
+    KDAT_FUZZ_CMD(UQP_CREATE, 3),     KDAT_FUZZ_CMD(UQP_ATTR, 3),
+    KDAT_FUZZ_CMD(UQP_ESTABLISH, 2),
 };
 #undef KDAT_FUZZ_CMD
 constexpr unsigned kMmapWeight = 4, kUnknownWeight = 2, kConnectWeight = 4;
@@ -462,6 +467,23 @@ void fill(unsigned long nr, Arg &a, std::size_t size) {
       a.evd_ring_wait.timeout_us = pick_timeout();
       a.evd_ring_wait.threshold = chance(80) ? 1 : pick_qlen();
       break;
+    case KDAT_IOC_UQP_CREATE: {
+      // QP numbers of nobody's QPs: the kernel cannot tell, and must come to no harm
+      static const std::uint32_t odd[] = {0, 1, 0xffffff, 0x1000000, 0xffffffffu};
+      a.uqp_create.ia = pick_handle(IA);
+      a.uqp_create.connect_evd = pick_handle(EVD);
+      a.uqp_create.qp_num = chance(80) ? 2 + below(4096) : odd[below(std::size(odd))];
+      break;
+    }
+    case KDAT_IOC_UQP_ATTR:
+      a.uqp_attr.ep = pick_handle(EP);
+      a.uqp_attr.cr = chance(60) ? 0 : pick_handle(CR);
+      a.uqp_attr.qp_state = chance(85) ? below(7) : static_cast<std::uint32_t>(rnd());
+      break;
+    case KDAT_IOC_UQP_ESTABLISH:
+      a.uqp_establish.ep = pick_handle(EP);
+      a.uqp_establish.flags = chance(85) ? below(2) : static_cast<std::uint32_t>(rnd());
+      break;
     default: break;
   }
 }
@@ -491,6 +513,7 @@ void set_reserved(unsigned long nr, Arg &a) {
     case KDAT_IOC_RSP_FREE: a.rsp_free.reserved = v; break;
     case KDAT_IOC_CR_ACCEPT: a.cr_accept.reserved = v; break;
     case KDAT_IOC_CR_QUERY: a.cr_query.reserved[below(5)] = static_cast<std::uint8_t>(v); break;
+    case KDAT_IOC_UQP_ATTR: a.uqp_attr.reserved[below(3)] = static_cast<std::uint8_t>(v); break;
     default: break;
   }
 }
@@ -675,7 +698,7 @@ void one_call(ArgPages &pages) {
   if (special == 2) {  // an unknown command number, or a known one with a bad encoded size
     name = "UNKNOWN";
     nr = chance(50)
-             ? _IOWR(KDAT_IOC_MAGIC, 0x60 + below(0xa0), std::uint64_t)
+             ? _IOWR(KDAT_IOC_MAGIC, 0x70 + below(0x90), std::uint64_t)
              : _IOC(_IOC_READ | _IOC_WRITE, KDAT_IOC_MAGIC, _IOC_NR(c.nr), size + 1 + below(64));
     if (chance(20)) nr = static_cast<unsigned long>(rnd());
   }
@@ -772,6 +795,7 @@ void learn(unsigned long nr, const Arg &a, int fd, const Arg &in) {
     case KDAT_IOC_EVD_CREATE: keep_or_free(fd, EVD, a.evd_create.evd); break;
     case KDAT_IOC_EVD_FREE: pool_kill(in.evd_free.evd); break;
     case KDAT_IOC_EP_CREATE: keep_or_free(fd, EP, a.ep_create.ep); break;
+    case KDAT_IOC_UQP_CREATE: keep_or_free(fd, EP, a.uqp_create.ep); break;
     case KDAT_IOC_EP_FREE: pool_kill(in.ep_free.ep); break;
     case KDAT_IOC_PSP_CREATE: keep_or_free(fd, PSP, a.psp_create.psp); break;
     case KDAT_IOC_PSP_FREE: pool_kill(in.psp_free.psp); break;
