@@ -138,10 +138,13 @@ DAT_RETURN ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags) {
         fail(DAT_INVALID_STATE, DAT_INVALID_STATE_IA_IN_USE);
       }
     }
-    if (ia.async_evd != nullptr && !ia.own_async_evd) --ia.async_evd->users;
-    for (Object *o : ia.children)
+    for (Object *o : ia.children) {
       if (o->type == DAT_HANDLE_TYPE_EVD && static_cast<Evd *>(o)->waiters > 0)
         fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+      if (o->type == DAT_HANDLE_TYPE_CNO && static_cast<Cno *>(o)->waiters > 0)
+        fail(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE);
+    }
+    if (ia.async_evd != nullptr && !ia.own_async_evd) --ia.async_evd->users;
     free_children(ia);
     ia.kernel.close(kdat::CloseMode::abrupt);
     retire(ia.handle);
