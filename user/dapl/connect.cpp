@@ -118,8 +118,10 @@ DAT_RETURN ep_query(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARAM *
     param->remote_port_qual = info.remote_address.port();
     param->pz_handle = ep.pz != nullptr ? ep.pz->handle : DAT_HANDLE_NULL;
     param->recv_evd_handle = ep.recv_evd != nullptr ? ep.recv_evd->handle : DAT_HANDLE_NULL;
-    param->request_evd_handle = ep.request_evd != nullptr ? ep.request_evd->handle : DAT_HANDLE_NULL;
-    param->connect_evd_handle = ep.connect_evd != nullptr ? ep.connect_evd->handle : DAT_HANDLE_NULL;
+    param->request_evd_handle =
+        ep.request_evd != nullptr ? ep.request_evd->handle : DAT_HANDLE_NULL;
+    param->connect_evd_handle =
+        ep.connect_evd != nullptr ? ep.connect_evd->handle : DAT_HANDLE_NULL;
     param->srq_handle = DAT_HANDLE_NULL;
     param->ep_attr = ep.attr;
     param->ep_attr.max_rdma_read_in = static_cast<DAT_COUNT>(info.attributes.max_rdma_read_in);
@@ -150,7 +152,8 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, const DAT_EP_
       kmask |= KDAT_EP_ATTR_RDMA_READ_OUT;
     }
     ep.kernel.modify(kmask, k);
-    if (kmask & KDAT_EP_ATTR_RDMA_READ_IN) ep.attr.max_rdma_read_in = param->ep_attr.max_rdma_read_in;
+    if (kmask & KDAT_EP_ATTR_RDMA_READ_IN)
+      ep.attr.max_rdma_read_in = param->ep_attr.max_rdma_read_in;
     if (kmask & KDAT_EP_ATTR_RDMA_READ_OUT)
       ep.attr.max_rdma_read_out = param->ep_attr.max_rdma_read_out;
     return DAT_SUCCESS;
@@ -241,9 +244,9 @@ Evd &cr_evd(Ia &ia, DAT_EVD_HANDLE handle) {
 Psp &make_psp(Ia &ia, DAT_CONN_QUAL conn_qual, Evd &evd, DAT_PSP_FLAGS flags) {
   if (flags != DAT_PSP_CONSUMER_FLAG && flags != DAT_PSP_PROVIDER_FLAG)
     fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
-  kdat::Psp kernel(ia.kernel, *evd.kernel, conn_qual,
-                   flags == DAT_PSP_PROVIDER_FLAG ? kdat::PspFlags::provider
-                                                  : kdat::PspFlags::consumer);
+  kdat::Psp kernel(
+      ia.kernel, *evd.kernel, conn_qual,
+      flags == DAT_PSP_PROVIDER_FLAG ? kdat::PspFlags::provider : kdat::PspFlags::consumer);
   auto &psp = make_child<Psp>(ia, std::move(kernel));
   psp.conn_qual = conn_qual;
   psp.evd = &evd;
@@ -423,9 +426,9 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE handle, DAT_COUNT pd_size, const DAT_PVOID pd
 Ep &adopt_ep(Ia &ia, std::uint32_t handle) {
   auto &ep = register_ep(ia, kdat::Endpoint::adopt(ia.kernel, handle));
   const kdat::EpInfo info = ep.kernel.query();
-  for (auto [k, slot] : {std::pair{info.connect_evd, &ep.connect_evd},
-                         std::pair{info.request_evd, &ep.request_evd},
-                         std::pair{info.recv_evd, &ep.recv_evd}}) {
+  for (auto [k, slot] :
+       {std::pair{info.connect_evd, &ep.connect_evd}, std::pair{info.request_evd, &ep.request_evd},
+        std::pair{info.recv_evd, &ep.recv_evd}}) {
     const auto it = ia.evds.find(k);
     if (k != 0 && it != ia.evds.end()) *slot = it->second;
   }

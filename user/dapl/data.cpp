@@ -74,9 +74,7 @@ DAT_RETURN lmr_free(DAT_LMR_HANDLE handle) {
   });
 }
 
-QueuePair &qp_of(DAT_EP_HANDLE handle) {
-  return *lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP).qp;
-}
+QueuePair &qp_of(DAT_EP_HANDLE handle) { return *lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP).qp; }
 
 DAT_RETURN post_send(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                      DAT_COMPLETION_FLAGS flags) {

@@ -21,9 +21,8 @@ class QueuePair {
                                DAT_COMPLETION_FLAGS flags) = 0;
   virtual DAT_RETURN post_recv(DAT_COUNT segments, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                                DAT_COMPLETION_FLAGS flags) = 0;
-  virtual DAT_RETURN post_rdma_read(DAT_COUNT segments, DAT_LMR_TRIPLET *iov,
-                                    DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-                                    DAT_COMPLETION_FLAGS flags) = 0;
+  virtual DAT_RETURN post_rdma_read(DAT_COUNT segments, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                                    const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) = 0;
   virtual DAT_RETURN post_rdma_write(DAT_COUNT segments, DAT_LMR_TRIPLET *iov,
                                      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
                                      DAT_COMPLETION_FLAGS flags) = 0;

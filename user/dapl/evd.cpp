@@ -117,7 +117,8 @@ DAT_RETURN evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE cn
     if (flags & DAT_EVD_CR_FLAG) kernel_flags |= KDAT_EVD_CR;
     auto wake = make_eventfd();
     std::optional<kdat::Evd> kernel;
-    if (kernel_flags != 0) kernel.emplace(ia.kernel, static_cast<std::uint32_t>(qlen), kernel_flags);
+    if (kernel_flags != 0)
+      kernel.emplace(ia.kernel, static_cast<std::uint32_t>(qlen), kernel_flags);
     auto &evd = make_child<Evd>(ia);
     evd.flags = flags;
     evd.qlen = qlen;
@@ -141,9 +142,9 @@ DAT_RETURN evd_query(DAT_EVD_HANDLE handle, DAT_EVD_PARAM_MASK mask, DAT_EVD_PAR
     if (param == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     param->ia_handle = evd.ia->handle;
     param->evd_qlen = evd.qlen;
-    param->evd_state =
-        static_cast<DAT_EVD_STATE>((evd.enabled ? DAT_EVD_STATE_ENABLED : DAT_EVD_STATE_DISABLED) |
-                                   (evd.waitable ? DAT_EVD_STATE_WAITABLE : DAT_EVD_STATE_UNWAITABLE));
+    param->evd_state = static_cast<DAT_EVD_STATE>(
+        (evd.enabled ? DAT_EVD_STATE_ENABLED : DAT_EVD_STATE_DISABLED) |
+        (evd.waitable ? DAT_EVD_STATE_WAITABLE : DAT_EVD_STATE_UNWAITABLE));
     param->cno_handle = evd.cno != nullptr ? evd.cno->handle : DAT_HANDLE_NULL;
     param->evd_flags = evd.flags;
     return DAT_SUCCESS;
@@ -301,8 +302,7 @@ DAT_RETURN evd_free(DAT_EVD_HANDLE handle) {
 
 // ---- CNO
 
-DAT_RETURN cno_create(DAT_IA_HANDLE ia_handle, DAT_OS_WAIT_PROXY_AGENT agent,
-                      DAT_CNO_HANDLE *out) {
+DAT_RETURN cno_create(DAT_IA_HANDLE ia_handle, DAT_OS_WAIT_PROXY_AGENT agent, DAT_CNO_HANDLE *out) {
   return guard([&]() -> DAT_RETURN {
     auto lock = lock_provider();
     auto &ia = lookup_as<Ia>(ia_handle, DAT_INVALID_HANDLE_IA);
@@ -439,8 +439,7 @@ void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out) {
       ep->event_private_data = event.private_data;
       data.ep_handle = ep->handle;
       data.private_data_size = static_cast<DAT_COUNT>(ep->event_private_data.size());
-      data.private_data =
-          ep->event_private_data.empty() ? nullptr : ep->event_private_data.data();
+      data.private_data = ep->event_private_data.empty() ? nullptr : ep->event_private_data.data();
     }
   } else if (event.is_dto_completion()) {
     auto &data = out.event_data.dto_completion_event_data;

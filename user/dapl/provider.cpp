@@ -3,6 +3,8 @@
 // The registry (libdat2) reads dat.conf, dlopens this library and calls dat_provider_init once
 // per dat.conf line that names it; each line becomes an Instance with its own DAT_PROVIDER table
 // whose device_name is the line's IA name (dat_ia_close looks the provider up by it).
+#include "provider.hpp"
+
 #include <arpa/inet.h>
 #include <sys/eventfd.h>
 
@@ -11,7 +13,6 @@
 #include <sstream>
 
 #include "data_path.hpp"
-#include "provider.hpp"
 
 namespace kdat::dapl {
 namespace {
@@ -98,20 +99,16 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
     const Instance *inst = find_instance(name);
     if (inst == nullptr) fail(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
     const Params params = parse_params(inst->params);
-    Evd *existing = nullptr;
+    // Each IA makes its own async EVD; sharing another IA's is not offered (README).
     if (*async_evd != DAT_HANDLE_NULL && *async_evd != DAT_EVD_ASYNC_EXISTS) {
-      existing = &lookup_as<Evd>(*async_evd, DAT_INVALID_HANDLE_EVD_ASYNC);
-      if ((existing->flags & DAT_EVD_ASYNC_FLAG) == 0)
-        fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_ASYNC);
+      (void)lookup_as<Evd>(*async_evd, DAT_INVALID_HANDLE_EVD_ASYNC);
+      fail(DAT_NOT_IMPLEMENTED);
     }
     auto object = std::make_shared<Ia>(*inst, kdat::Device(params.device), params.interface);
     Ia &ia = *object;
     publish(*inst, DAT_HANDLE_TYPE_IA, std::move(object));
     try {
-      if (existing != nullptr) {
-        ia.async_evd = existing;
-        ++existing->users;
-      } else if (*async_evd == DAT_HANDLE_NULL) {
+      if (*async_evd == DAT_HANDLE_NULL) {
         ia.async_evd = &make_async_evd(ia, async_qlen);
         ia.own_async_evd = true;
         *async_evd = ia.async_evd->handle;
@@ -144,7 +141,6 @@ DAT_RETURN ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags) {
       if (o->type == DAT_HANDLE_TYPE_CNO && static_cast<Cno *>(o)->waiters > 0)
         fail(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE);
     }
-    if (ia.async_evd != nullptr && !ia.own_async_evd) --ia.async_evd->users;
     free_children(ia);
     ia.kernel.close(kdat::CloseMode::abrupt);
     retire(ia.handle);
@@ -157,7 +153,8 @@ void fill_ia_attr(const Ia &ia, DAT_IA_ATTR_MASK, DAT_IA_ATTR &a) {
   std::memset(&a, 0, sizeof(a));
   copy_name(a.adapter_name, k.device_name);
   copy_name(a.vendor_name, "kdat");
-  a.ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(const_cast<sockaddr_storage *>(&ia.address));
+  a.ia_address_ptr =
+      reinterpret_cast<DAT_IA_ADDRESS_PTR>(const_cast<sockaddr_storage *>(&ia.address));
   a.max_eps = static_cast<DAT_COUNT>(k.max_eps);
   a.max_dto_per_ep = static_cast<DAT_COUNT>(k.max_dtos);
   a.max_rdma_read_per_ep_in = static_cast<DAT_COUNT>(k.max_rdma_read_in);
@@ -279,7 +276,6 @@ DAT_RETURN pz_free(DAT_PZ_HANDLE handle) {
     return DAT_SUCCESS;
   });
 }
-
 
 }  // namespace
 

@@ -164,8 +164,8 @@ struct Cr : Object {
   kdat::ConnectionRequest kernel;
   DAT_HANDLE sp = nullptr;
   DAT_CONN_QUAL conn_qual = 0;
-  DAT_EP_HANDLE ep = nullptr;  // the EP the request names (RSP, provider PSP)
-  bool provider_ep = false;    // ...made by the provider for a provider-flag PSP
+  DAT_EP_HANDLE ep = nullptr;        // the EP the request names (RSP, provider PSP)
+  bool provider_ep = false;          // ...made by the provider for a provider-flag PSP
   std::optional<kdat::CrInfo> info;  // cr_query's answer, fetched once
   sockaddr_storage remote_address{};
 };

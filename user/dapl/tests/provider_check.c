@@ -96,8 +96,8 @@ int main(int argc, char **argv) {
   DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
   DAT_EVD_HANDLE conn_evd, cr_evd, dto_evd, bad_evd = DAT_HANDLE_NULL;
   expect("pz_create", dat_pz_create(ia, &pz), DAT_SUCCESS);
-  expect("evd_create qlen 0", dat_evd_create(ia, 0, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG,
-                                             &bad_evd),
+  expect("evd_create qlen 0",
+         dat_evd_create(ia, 0, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &bad_evd),
          DAT_INVALID_PARAMETER);
   expect("evd_create flags 0", dat_evd_create(ia, 8, DAT_HANDLE_NULL, 0, &bad_evd),
          DAT_INVALID_PARAMETER);
@@ -133,8 +133,8 @@ int main(int argc, char **argv) {
   DAT_EP_HANDLE ep = DAT_HANDLE_NULL, bad_ep = DAT_HANDLE_NULL;
   expect("ep_create: a CR EVD as connect EVD",
          dat_ep_create(ia, pz, dto_evd, dto_evd, cr_evd, NULL, &bad_ep), DAT_INVALID_HANDLE);
-  expect("ep_create: an EVD as PZ", dat_ep_create(ia, conn_evd, dto_evd, dto_evd, conn_evd, NULL,
-                                                  &bad_ep),
+  expect("ep_create: an EVD as PZ",
+         dat_ep_create(ia, conn_evd, dto_evd, dto_evd, conn_evd, NULL, &bad_ep),
          DAT_INVALID_HANDLE);
   expect("ep_create: a connection EVD as recv EVD",
          dat_ep_create(ia, pz, conn_evd, dto_evd, conn_evd, NULL, &bad_ep), DAT_INVALID_HANDLE);
@@ -158,9 +158,9 @@ int main(int argc, char **argv) {
     expect("ep_get_status", dat_ep_get_status(ep, &state, &in_idle, &out_idle), DAT_SUCCESS);
     truth("new EP is UNCONNECTED", state == DAT_EP_STATE_UNCONNECTED);
     expect("ep_query", dat_ep_query(ep, DAT_EP_FIELD_ALL, &param), DAT_SUCCESS);
-    truth("ep_query: state and EVDs", param.ep_state == DAT_EP_STATE_UNCONNECTED &&
-                                          param.connect_evd_handle == conn_evd &&
-                                          param.recv_evd_handle == dto_evd && param.pz_handle == pz);
+    truth("ep_query: state and EVDs",
+          param.ep_state == DAT_EP_STATE_UNCONNECTED && param.connect_evd_handle == conn_evd &&
+              param.recv_evd_handle == dto_evd && param.pz_handle == pz);
   }
   expect("evd_free of an EVD an EP uses", dat_evd_free(conn_evd), DAT_INVALID_STATE);
   expect("pz_free of a PZ an EP uses", dat_pz_free(pz), DAT_INVALID_STATE);
@@ -177,9 +177,9 @@ int main(int argc, char **argv) {
     DAT_LMR_TRIPLET iov = {0};
     DAT_DTO_COOKIE cookie = {0};
     region.for_va = buf;
-    expect("lmr_create (data path)", dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(buf),
-                                                    pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
-                                                    &lmr, &lctx, &rctx, &rlen, &raddr),
+    expect("lmr_create (data path)",
+           dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(buf), pz, DAT_MEM_PRIV_ALL_FLAG,
+                          DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &rlen, &raddr),
            DAT_NOT_IMPLEMENTED);
     expect("ep_post_recv (data path)",
            dat_ep_post_recv(ep, 1, &iov, cookie, DAT_COMPLETION_DEFAULT_FLAG), DAT_NOT_IMPLEMENTED);
@@ -246,7 +246,8 @@ int main(int argc, char **argv) {
                         DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
          DAT_SUCCESS);
   DAT_CR_HANDLE cr = DAT_HANDLE_NULL;
-  if (truth("CR event arrives on the CR EVD", next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT)) {
+  if (truth("CR event arrives on the CR EVD",
+            next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT)) {
     cr = ev.event_data.cr_arrival_event_data.cr_handle;
     truth("CR event: PSP, qualifier",
           ev.event_data.cr_arrival_event_data.sp_handle.psp_handle == psp &&
@@ -256,9 +257,10 @@ int main(int argc, char **argv) {
     truth("cr_query: private data byte-exact",
           cp.private_data_size == (DAT_COUNT)sizeof(hello) &&
               memcmp(cp.private_data, hello, sizeof(hello)) == 0);
-    truth("cr_query: remote address", cp.remote_ia_address_ptr != NULL &&
-                                          ((struct sockaddr_in *)cp.remote_ia_address_ptr)
-                                                  ->sin_addr.s_addr == server.sin_addr.s_addr);
+    truth("cr_query: remote address",
+          cp.remote_ia_address_ptr != NULL &&
+              ((struct sockaddr_in *)cp.remote_ia_address_ptr)->sin_addr.s_addr ==
+                  server.sin_addr.s_addr);
     expect("cr_accept on an EVD handle", dat_cr_accept(cr, cr_evd, 0, NULL), DAT_INVALID_HANDLE);
     expect("cr_accept with private data",
            dat_cr_accept(cr, srv_ep, sizeof(welcome), (DAT_PVOID)welcome), DAT_SUCCESS);
@@ -298,9 +300,8 @@ int main(int argc, char **argv) {
     DAT_EP_HANDLE dup = DAT_HANDLE_NULL, dup_srv = DAT_HANDLE_NULL;
     dat_ep_create(ia, pz, dto_evd, dto_evd, conn_evd, NULL, &dup);
     dat_ep_create(ia, pz, dto_evd, dto_evd, conn_evd, NULL, &dup_srv);
-    expect("ep_dup_connect with a PZ as dup", dat_ep_dup_connect(dup, pz, WAIT_US, 0, NULL,
-                                                                 DAT_QOS_BEST_EFFORT),
-           DAT_INVALID_HANDLE);
+    expect("ep_dup_connect with a PZ as dup",
+           dat_ep_dup_connect(dup, pz, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT), DAT_INVALID_HANDLE);
     expect("ep_dup_connect", dat_ep_dup_connect(dup, ep, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT),
            DAT_SUCCESS);
     if (truth("dup_connect: CR on the same PSP",
@@ -400,7 +401,8 @@ int main(int argc, char **argv) {
     dat_ep_create(ia, pz, dto_evd, dto_evd, conn_evd, NULL, &cl);
     dat_ep_connect(cl, server_addr, port + 2, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
                    DAT_CONNECT_DEFAULT_FLAG);
-    if (truth("provider PSP: CR arrives", next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT)) {
+    if (truth("provider PSP: CR arrives",
+              next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT)) {
       DAT_CR_PARAM cp;
       DAT_CR_HANDLE pcr = ev.event_data.cr_arrival_event_data.cr_handle;
       dat_cr_query(pcr, DAT_CR_FIELD_ALL, &cp);
@@ -409,8 +411,8 @@ int main(int argc, char **argv) {
             cp.local_ep_handle != DAT_HANDLE_NULL &&
                 dat_get_handle_type(cp.local_ep_handle, &type) == DAT_SUCCESS &&
                 type == DAT_HANDLE_TYPE_EP);
-      expect("cr_accept without an EP (provider PSP)",
-             dat_cr_accept(pcr, DAT_HANDLE_NULL, 0, NULL), DAT_SUCCESS);
+      expect("cr_accept without an EP (provider PSP)", dat_cr_accept(pcr, DAT_HANDLE_NULL, 0, NULL),
+             DAT_SUCCESS);
       /* the provider's EP reports to the PSP's EVD (kdat links it there) */
       truth("provider PSP: server ESTABLISHED on the PSP's EVD",
             next_event(cr_evd, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED &&
@@ -473,6 +475,18 @@ int main(int argc, char **argv) {
   /* ---- IA close: graceful refuses while objects live; abrupt frees them */
   expect("ia_close graceful with objects", dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG),
          DAT_INVALID_STATE);
+  {
+    DAT_EVD_HANDLE shared = async;
+    DAT_IA_HANDLE ia3 = DAT_HANDLE_NULL;
+    expect("ia_open with another IA's async EVD", dat_ia_open(provider, 8, &shared, &ia3),
+           DAT_NOT_IMPLEMENTED);
+  }
+  {
+    /* IA handles are the registry's small integers, mapped to the provider's */
+    DAT_HANDLE_TYPE type = DAT_HANDLE_TYPE_EP;
+    expect("get_handle_type(ia)", dat_get_handle_type(ia, &type), DAT_SUCCESS);
+    truth("get_handle_type(ia) is IA", type == DAT_HANDLE_TYPE_IA);
+  }
   /* a second IA keeps the provider loaded while the first is closed abruptly */
   expect("ia_open (second IA)", dat_ia_open(provider, 8, &async2, &ia2), DAT_SUCCESS);
   expect("ep_create on IA 2 with IA 1's EVD",
@@ -482,8 +496,8 @@ int main(int argc, char **argv) {
   expect("ia_close abrupt with objects", dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
   {
     DAT_EP_PARAM param;
-    expect("ep_query of an EP an abrupt IA close freed",
-           dat_ep_query(ep, DAT_EP_FIELD_ALL, &param), DAT_INVALID_HANDLE);
+    expect("ep_query of an EP an abrupt IA close freed", dat_ep_query(ep, DAT_EP_FIELD_ALL, &param),
+           DAT_INVALID_HANDLE);
     expect("evd_wait on an EVD an abrupt IA close freed",
            dat_evd_wait(conn_evd, 1000, 1, &ev, &nmore), DAT_INVALID_HANDLE);
     expect("psp_free of a PSP an abrupt IA close freed", dat_psp_free(psp), DAT_INVALID_HANDLE);
