@@ -223,5 +223,6 @@ def test_provider_connection_management_and_error_paths(kdat_module, rdma, kerne
     out = r.stdout + r.stderr
     failed = [line for line in out.splitlines() if line.startswith("FAIL")]
     summary = re.search(r"^checks: (\d+) failed: (\d+)$", out, re.M)
+    _record(f"provider_check kdat: {summary.group(0) if summary else 'no summary'} (rc {r.returncode})")
     assert r.returncode == 0 and not failed, "\n".join(failed) + "\n" + out[-4000:]
     assert summary and int(summary.group(1)) >= 100 and summary.group(2) == "0", out[-2000:]
