@@ -150,12 +150,13 @@ def _dtestcm_verdict(r, count):
     return f"server rc {r.server_rc}, client rc {r.client_rc}"
 
 
-def _dtestcm(provider, rdma, port):
-    args = ["-v", "-c", str(COUNT), "-p", str(port)]
+def _dtestcm(provider, rdma, port, count=COUNT, extra=()):
+    args = ["-v", "-c", str(count), "-p", str(port), *extra]
     r = _run_pair("dtestcm", provider, rdma["KDAT_TEST_ADDR"], args, args)
-    verdict = _dtestcm_verdict(r, COUNT)
+    verdict = _dtestcm_verdict(r, count)
     cps = re.search(r"Connections:\s*([\d.]+) usec, CPS\s*([\d.]+)", r.client_out)
-    _record(f"dtestcm -c {COUNT} {provider}: {'PASS' if verdict is None else 'FAIL: ' + verdict}; "
+    _record(f"dtestcm -c {count} {' '.join(extra)} {provider}: "
+            f"{'PASS' if verdict is None else 'FAIL: ' + verdict}; "
             f"{r.seconds:.1f} s wall" + (f", client {cps.group(1)} us/connection, "
                                           f"{cps.group(2)} CPS" if cps else ""))
     return r, verdict
@@ -172,6 +173,22 @@ def test_dat_conf_registers_kdat_on_the_rxe_netdev(rdma):
 def test_dtestcm_over_kdat(kdat_module, rdma, kernel_log):
     r, verdict = _dtestcm("kdat", rdma, 20100)
     assert verdict is None, f"dtestcm -c {COUNT} over kdat: {verdict}\n{r.text()}"
+
+
+def test_dtestcm_over_kdat_waiting_on_many_psps(kdat_module, rdma, kernel_log):
+    """-w: evd_wait instead of dequeue polling; -m -b 20: the server listens on 20 PSPs."""
+    r, verdict = _dtestcm("kdat", rdma, 20300, count=200, extra=("-w", "-m", "-b", "20"))
+    assert verdict is None, f"dtestcm -w -m -b 20 -c 200 over kdat: {verdict}\n{r.text()}"
+
+
+def test_dtestcm_ud_is_not_offered(kdat_module, rdma, kernel_log):
+    """-u asks for UD endpoints, an IB extension service type kdat does not offer: ep_create must
+    say DAT_MODEL_NOT_SUPPORTED (and nothing may hang or crash)."""
+    r = _run_pair("dtestcm", "kdat", rdma["KDAT_TEST_ADDR"], ["-u", "-c", "2", "-p", "20400"],
+                  ["-u", "-c", "2", "-p", "20400"], timeout=60)
+    out = r.server_out + r.client_out
+    assert "dat_ep_create: DAT_MODEL_NOT_SUPPORTED" in out, r.text()
+    assert "timeout" not in (r.server_rc, r.client_rc), r.text()
 
 
 def test_dtestcm_over_libdaplofa(kdat_module, rdma, kernel_log):

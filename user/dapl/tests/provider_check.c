@@ -5,6 +5,7 @@
  * parameters, state errors, NOT_IMPLEMENTED data path).  Run by tests/guest/test_dapl_provider.py:
  *
  *   DAT_OVERRIDE=build/user/dapl/dat.conf provider_check PROVIDER IP PORT
+ *   DAT_OVERRIDE=... provider_check --open-fails NAME TYPE     (host tests: no kdat.ko)
  *
  * Prints one line per check ("ok ..." / "FAIL ...") and "checks: N failed: M"; exits 0 only if
  * every check passed.
@@ -56,7 +57,24 @@ static DAT_EVENT_NUMBER next_event(DAT_EVD_HANDLE evd, DAT_EVENT *event) {
   return event->event_number;
 }
 
+/* provider_check --open-fails NAME TYPE: dat_ia_open(NAME) must fail with TYPE
+ * (PROVIDER_NOT_FOUND or INVALID_PARAMETER).  Host tests use it without kdat.ko. */
+static int open_fails(char *name, const char *type) {
+  DAT_RETURN want =
+      strcmp(type, "INVALID_PARAMETER") == 0 ? DAT_INVALID_PARAMETER : DAT_PROVIDER_NOT_FOUND;
+  DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+  DAT_RETURN r = dat_ia_open(name, 8, &async, &ia);
+  expect("ia_open fails cleanly", r, want);
+  /* the registry's own "not found" carries DAT_NAME_NOT_REGISTERED; the provider's has none */
+  truth("the provider answered (the registry loaded it)", r == (DAT_CLASS_ERROR | want));
+  truth("no IA and no async EVD handed out", ia == DAT_HANDLE_NULL && async == DAT_HANDLE_NULL);
+  printf("checks: %d failed: %d\n", checks, failures);
+  return failures == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "--open-fails") == 0) return open_fails(argv[2], argv[3]);
   if (argc != 4) {
     fprintf(stderr, "usage: %s PROVIDER IP PORT\n", argv[0]);
     return 2;
