@@ -155,7 +155,7 @@ def _dtestcm(provider, rdma, port, count=COUNT, extra=()):
     r = _run_pair("dtestcm", provider, rdma["KDAT_TEST_ADDR"], args, args)
     verdict = _dtestcm_verdict(r, count)
     cps = re.search(r"Connections:\s*([\d.]+) usec, CPS\s*([\d.]+)", r.client_out)
-    _record(f"dtestcm -c {count} {' '.join(extra)} {provider}: "
+    _record(f"dtestcm {' '.join(['-c', str(count), *extra])} {provider}: "
             f"{'PASS' if verdict is None else 'FAIL: ' + verdict}; "
             f"{r.seconds:.1f} s wall" + (f", client {cps.group(1)} us/connection, "
                                           f"{cps.group(2)} CPS" if cps else ""))
