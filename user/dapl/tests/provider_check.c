@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <dat2/udat.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,68 @@ static int open_fails(char *name, const char *type) {
   truth("no IA and no async EVD handed out", ia == DAT_HANDLE_NULL && async == DAT_HANDLE_NULL);
   printf("checks: %d failed: %d\n", checks, failures);
   return failures == 0 ? 0 : 1;
+}
+
+/* A thread in evd_wait; it retries while the main thread's probe holds the EVD. */
+struct waiter {
+  DAT_EVD_HANDLE evd;
+  DAT_RETURN result;
+  DAT_EVENT event;
+};
+
+static int is_waiter_busy(DAT_RETURN r) {
+  return DAT_GET_TYPE(r) == DAT_INVALID_STATE &&
+         (r & DAT_SUBTYPE_MASK) == DAT_INVALID_STATE_EVD_WAITER;
+}
+
+static void *wait_thread(void *arg) {
+  struct waiter *w = arg;
+  DAT_COUNT nmore;
+  do {
+    w->result = dat_evd_wait(w->evd, WAIT_US, 1, &w->event, &nmore);
+  } while (is_waiter_busy(w->result));
+  return NULL;
+}
+
+/* Starts a waiter on evd and returns once it is the EVD's waiter (a probe wait is refused). */
+static int start_waiter(pthread_t *thread, struct waiter *w, DAT_EVD_HANDLE evd) {
+  DAT_EVENT ev;
+  DAT_COUNT nmore;
+  memset(w, 0, sizeof(*w));
+  w->evd = evd;
+  if (pthread_create(thread, NULL, wait_thread, w) != 0) return 0;
+  for (int i = 0; i < 5000; ++i)
+    if (is_waiter_busy(dat_evd_wait(evd, 1000, 1, &ev, &nmore))) return 1;
+  return 0;
+}
+
+static void threads(DAT_IA_HANDLE ia) {
+  DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
+  pthread_t thread;
+  struct waiter w;
+  DAT_EVENT se;
+  expect("evd_create (threads)",
+         dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG | DAT_EVD_DTO_FLAG, &evd),
+         DAT_SUCCESS);
+  if (!truth("a second thread waits on the EVD", start_waiter(&thread, &w, evd))) return;
+  expect("evd_free while another thread waits", dat_evd_free(evd), DAT_INVALID_STATE);
+  memset(&se, 0, sizeof(se));
+  se.event_number = DAT_SOFTWARE_EVENT;
+  se.event_data.software_event_data.pointer = &w;
+  expect("evd_post_se wakes the waiting thread", dat_evd_post_se(evd, &se), DAT_SUCCESS);
+  pthread_join(thread, NULL);
+  truth("the waiter got the software event",
+        w.result == DAT_SUCCESS && w.event.event_number == DAT_SOFTWARE_EVENT &&
+            w.event.event_data.software_event_data.pointer == &w);
+  if (truth("another waiter", start_waiter(&thread, &w, evd))) {
+    expect("evd_set_unwaitable", dat_evd_set_unwaitable(evd), DAT_SUCCESS);
+    pthread_join(thread, NULL);
+    expect("set_unwaitable ends the wait", w.result, DAT_INVALID_STATE);
+    expect("evd_wait on an unwaitable EVD", dat_evd_wait(evd, 1000, 1, &se, NULL),
+           DAT_INVALID_STATE);
+    expect("evd_clear_unwaitable", dat_evd_clear_unwaitable(evd), DAT_SUCCESS);
+  }
+  expect("evd_free (threads)", dat_evd_free(evd), DAT_SUCCESS);
 }
 
 int main(int argc, char **argv) {
@@ -146,6 +209,8 @@ int main(int argc, char **argv) {
     expect("evd_post_se of a non-software event", dat_evd_post_se(dto_evd, &se),
            DAT_INVALID_PARAMETER);
   }
+
+  threads(ia);
 
   /* ---- EP create: handle and type checks */
   DAT_EP_HANDLE ep = DAT_HANDLE_NULL, bad_ep = DAT_HANDLE_NULL;
