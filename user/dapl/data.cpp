@@ -1,6 +1,6 @@
 // The data-transfer calls: validated here, carried out by the IA's DataPath (data_path.hpp).
-// With today's libkdat the data path answers DAT_NOT_IMPLEMENTED; handles are still checked
-// first, so a bad handle is DAT_INVALID_HANDLE whatever the data path can do.
+// With today's libkdat the data path registers memory but answers DAT_NOT_IMPLEMENTED to posts;
+// handles are checked first, so a bad handle is DAT_INVALID_HANDLE whatever the data path can do.
 #include "data_path.hpp"
 #include "provider.hpp"
 
@@ -20,12 +20,11 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE type, DAT_REGION_DES
     if (type != DAT_MEM_TYPE_VIRTUAL || va_type != DAT_VA_TYPE_VA) fail(DAT_NOT_IMPLEMENTED);
     if (region.for_va == nullptr || length == 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8);
-    Lmr keys;
-    const DAT_RETURN status = ia.data_path->register_memory(
-        pz, region.for_va, length, privileges, &keys.lmr_context, &keys.rmr_context,
-        &keys.registered_length, &keys.registered_address);
-    if (status != DAT_SUCCESS) return status;
+    if ((privileges & ~DAT_MEM_PRIV_ALL_FLAG) != 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+    MemoryKeys keys;
+    auto registered = ia.data_path->register_memory(pz, region.for_va, length, privileges, keys);
     auto &lmr = make_child<Lmr>(ia);
+    lmr.region = std::move(registered);
     lmr.pz = &pz;
     lmr.address = region.for_va;
     lmr.length = length;

@@ -251,7 +251,10 @@ DAT_RETURN pz_create(DAT_IA_HANDLE handle, DAT_PZ_HANDLE *pz) {
     auto lock = lock_provider();
     auto &ia = lookup_as<Ia>(handle, DAT_INVALID_HANDLE_IA);
     if (pz == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-    *pz = make_child<Pz>(ia).handle;
+    auto domain = ia.data_path->make_protection_domain();
+    auto &made = make_child<Pz>(ia);
+    made.pd = std::move(domain);
+    *pz = made.handle;
     return DAT_SUCCESS;
   });
 }
@@ -288,6 +291,8 @@ Ia::Ia(const Instance &inst, kdat::Device dev, std::string_view name)
 }
 
 Ia::~Ia() = default;
+Pz::~Pz() = default;
+Lmr::~Lmr() = default;
 
 kdat::Address to_address(const sockaddr *addr) {
   if (addr == nullptr) fail(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);

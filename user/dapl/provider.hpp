@@ -98,9 +98,14 @@ struct Ep;
 struct Pz;
 struct Cno;
 
+class ProtectionDomain;
+class MemoryRegion;
+
 struct Pz : Object {
   static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_PZ;
-  int users = 0;  // EPs and LMRs made with it
+  ~Pz() override;
+  int users = 0;                         // EPs and LMRs made with it
+  std::unique_ptr<ProtectionDomain> pd;  // the data path's; may be null
 };
 
 struct Cno : Object {
@@ -172,6 +177,8 @@ struct Cr : Object {
 
 struct Lmr : Object {
   static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_LMR;
+  ~Lmr() override;
+  std::unique_ptr<MemoryRegion> region;
   Pz *pz = nullptr;
   void *address = nullptr;
   DAT_VLEN length = 0;

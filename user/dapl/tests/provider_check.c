@@ -14,6 +14,7 @@
 #include <dat2/udat.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,22 +249,52 @@ int main(int argc, char **argv) {
   expect("evd_free of an EVD an EP uses", dat_evd_free(conn_evd), DAT_INVALID_STATE);
   expect("pz_free of a PZ an EP uses", dat_pz_free(pz), DAT_INVALID_STATE);
 
-  /* ---- data path: not implemented yet (kernel-owned QPs) */
+  /* ---- data path: memory registration is real (verbs PD/MR); posting is not implemented yet */
+  static char buf[4096];
+  DAT_LMR_HANDLE keep_lmr = DAT_HANDLE_NULL; /* left for the abrupt IA close to free */
   {
-    char buf[64];
     DAT_REGION_DESCRIPTION region;
-    DAT_LMR_HANDLE lmr;
-    DAT_LMR_CONTEXT lctx;
-    DAT_RMR_CONTEXT rctx;
-    DAT_VLEN rlen;
-    DAT_VADDR raddr;
+    DAT_LMR_HANDLE lmr = DAT_HANDLE_NULL;
+    DAT_LMR_CONTEXT lctx = 0;
+    DAT_RMR_CONTEXT rctx = 0;
+    DAT_VLEN rlen = 0;
+    DAT_VADDR raddr = 0;
     DAT_LMR_TRIPLET iov = {0};
     DAT_DTO_COOKIE cookie = {0};
-    region.for_va = buf;
-    expect("lmr_create (data path)",
+    DAT_PZ_HANDLE pz2 = DAT_HANDLE_NULL;
+    DAT_LMR_PARAM lp;
+    region.for_va = NULL;
+    expect("lmr_create of NULL memory",
            dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(buf), pz, DAT_MEM_PRIV_ALL_FLAG,
                           DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &rlen, &raddr),
-           DAT_NOT_IMPLEMENTED);
+           DAT_INVALID_PARAMETER);
+    region.for_va = buf;
+    expect("lmr_create with an EVD as PZ",
+           dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(buf), conn_evd,
+                          DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &rlen, &raddr),
+           DAT_INVALID_HANDLE);
+    expect("pz_create (LMRs)", dat_pz_create(ia, &pz2), DAT_SUCCESS);
+    expect("lmr_create (verbs MR)",
+           dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(buf), pz2, DAT_MEM_PRIV_ALL_FLAG,
+                          DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &rlen, &raddr),
+           DAT_SUCCESS);
+    truth("lmr_create: registered the buffer",
+          rlen >= sizeof(buf) && raddr <= (DAT_VADDR)(uintptr_t)buf && lctx != 0);
+    expect("lmr_query", dat_lmr_query(lmr, DAT_LMR_FIELD_ALL, &lp), DAT_SUCCESS);
+    truth("lmr_query: keys, PZ, address", lp.lmr_context == lctx && lp.rmr_context == rctx &&
+                                              lp.pz_handle == pz2 && lp.region_desc.for_va == buf &&
+                                              lp.length == sizeof(buf));
+    expect("pz_free of a PZ an LMR uses", dat_pz_free(pz2), DAT_INVALID_STATE);
+    expect("lmr_free", dat_lmr_free(lmr), DAT_SUCCESS);
+    expect("lmr_free of a freed LMR", dat_lmr_free(lmr), DAT_INVALID_HANDLE);
+    expect("pz_free (LMRs)", dat_pz_free(pz2), DAT_SUCCESS);
+    expect("lmr_create (kept until IA close)",
+           dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(buf), pz, DAT_MEM_PRIV_ALL_FLAG,
+                          DAT_VA_TYPE_VA, &keep_lmr, &lctx, &rctx, &rlen, &raddr),
+           DAT_SUCCESS);
+    iov.lmr_context = lctx;
+    iov.virtual_address = (DAT_VADDR)(uintptr_t)buf;
+    iov.segment_length = 64;
     expect("ep_post_recv (data path)",
            dat_ep_post_recv(ep, 1, &iov, cookie, DAT_COMPLETION_DEFAULT_FLAG), DAT_NOT_IMPLEMENTED);
     expect("ep_post_send (data path)",
@@ -584,6 +615,8 @@ int main(int argc, char **argv) {
     expect("evd_wait on an EVD an abrupt IA close freed",
            dat_evd_wait(conn_evd, 1000, 1, &ev, &nmore), DAT_INVALID_HANDLE);
     expect("psp_free of a PSP an abrupt IA close freed", dat_psp_free(psp), DAT_INVALID_HANDLE);
+    expect("lmr_free of an LMR an abrupt IA close freed", dat_lmr_free(keep_lmr),
+           DAT_INVALID_HANDLE);
   }
   expect("ia_close of a closed IA (registry)", dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG),
          DAT_INVALID_HANDLE);
