@@ -6,7 +6,8 @@ Both providers come from the dat.conf the build writes (build/user/dapl/dat.conf
 DAT_OVERRIDE): `kdat` is libdaplkdat, `ofa-v2-<netdev>` is libdaplofa.  Each run's outcome and
 figures are appended to dapl-side-by-side.txt in the results directory (KDAT_RESULTS).
 
-KDAT_DTESTCM_COUNT sets dtestcm's connection count (default 1000, the acceptance figure)."""
+KDAT_DTESTCM_COUNT sets dtestcm's connection count (default 1000, the acceptance figure; 200 on
+the debug lane's kernel)."""
 import os
 import re
 import subprocess
@@ -21,7 +22,9 @@ from kdat_harness import REPO
 DAPL_DIR = os.path.join(REPO, "build", "user", "dapl")
 DAT_CONF = os.path.join(DAPL_DIR, "dat.conf")
 CHECK = os.path.join(DAPL_DIR, "dapl_provider_check")
-COUNT = int(os.environ.get("KDAT_DTESTCM_COUNT", "1000"))
+# The debug lane's kernel (KASAN, lockdep, kmemleak) is several times slower: fewer connections.
+COUNT = int(os.environ.get("KDAT_DTESTCM_COUNT",
+                           "200" if os.environ.get("KDAT_DEBUG_KERNEL") == "1" else "1000"))
 RUN_TIMEOUT = 300  # s, per program
 DTEST_TIMEOUT = 30  # s: dtest moves 10 small buffers; a run that stalls has failed
 
