@@ -1,0 +1,272 @@
+"""The DAT 2.0 provider libdaplkdat under Debian's unmodified dapl2-utils (dtestcm, dtest), side by
+side with DAPL's own libdaplofa on the same Soft-RoCE netdev, plus the provider's error paths through
+a C consumer of the DAT API (user/dapl/tests/provider_check.c).
+
+Both providers come from the dat.conf the build writes (build/user/dapl/dat.conf, selected with
+DAT_OVERRIDE): `kdat` is libdaplkdat, `ofa-v2-<netdev>` is libdaplofa.  Each run's outcome and
+figures are appended to dapl-side-by-side.txt in the results directory (KDAT_RESULTS).
+
+KDAT_DTESTCM_COUNT sets dtestcm's connection count (default 1000, the acceptance figure; 50 on
+the debug lane's kernel)."""
+import os
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from kdat_harness import REPO
+
+DAPL_DIR = os.path.join(REPO, "build", "user", "dapl")
+DAT_CONF = os.path.join(DAPL_DIR, "dat.conf")
+CHECK = os.path.join(DAPL_DIR, "dapl_provider_check")
+# The debug lane's kernel (KASAN, lockdep, kmemleak) is several times slower: fewer connections.
+COUNT = int(os.environ.get("KDAT_DTESTCM_COUNT",
+                           "50" if os.environ.get("KDAT_DEBUG_KERNEL") == "1" else "1000"))
+DEBUG_KERNEL = os.environ.get("KDAT_DEBUG_KERNEL") == "1"
+RUN_TIMEOUT = 120 if DEBUG_KERNEL else 300  # s, per program
+DTEST_TIMEOUT = 30  # s: dtest moves 10 small buffers; a run that stalls has failed
+
+
+def _conf_entries():
+    """{name: (library, ia_params)} of the generated dat.conf."""
+    if not os.path.exists(DAT_CONF):
+        pytest.fail(f"{DAT_CONF} is missing: build it with 'make'")
+    entries = {}
+    for line in open(DAT_CONF):
+        m = re.match(r'(\S+)\s+u2\.0\s+\S+\s+\S+\s+(\S+)\s+dapl\.2\.0\s+"([^"]*)"', line)
+        if m:
+            entries[m.group(1)] = (m.group(2), m.group(3))
+    return entries
+
+
+def _ofa_name():
+    names = [n for n, (lib, _) in _conf_entries().items() if lib.startswith("libdaplofa")]
+    assert names, f"no libdaplofa entry in {DAT_CONF}"
+    return names[0]
+
+
+def _listening_inodes():
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if fields[3] == "0A":  # TCP_LISTEN
+                    inodes.add(fields[9])
+    return inodes
+
+
+def _listens(pid):
+    """Does process `pid` have a listening TCP socket (the dapl tests' info exchange)?"""
+    inodes = _listening_inodes()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return False
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:[") and link[8:-1] in inodes:
+            return True
+    return False
+
+
+@dataclass
+class Pair:
+    server_rc: object
+    server_out: str
+    client_rc: object
+    client_out: str
+    seconds: float
+
+    def text(self):
+        return (f"--- server (rc {self.server_rc}):\n{self.server_out[-3000:]}\n"
+                f"--- client (rc {self.client_rc}):\n{self.client_out[-3000:]}")
+
+
+def _run_pair(program, provider, addr, server_args=(), client_args=(), timeout=RUN_TIMEOUT):
+    """Runs `program -s` and then `program -h addr` against it; returns both outcomes."""
+    env = dict(os.environ, DAT_OVERRIDE=DAT_CONF)
+    start = time.monotonic()
+    # The server's output goes to a file: a pipe nobody reads while the client runs would fill
+    # (verbose dtestcm writes far more than a pipe holds) and stall the server.
+    server_log = tempfile.TemporaryFile(mode="w+")
+    server = subprocess.Popen([program, "-P", provider, "-s", *server_args], env=env, cwd="/tmp",
+                              stdout=server_log, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _listens(server.pid) and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        client_rc, client_out = None, ""
+        if server.poll() is None:
+            try:
+                c = subprocess.run([program, "-P", provider, "-h", addr, *client_args], env=env,
+                                   cwd="/tmp", capture_output=True, text=True, timeout=timeout)
+                client_rc, client_out = c.returncode, c.stdout + c.stderr
+            except subprocess.TimeoutExpired as e:
+                client_rc = "timeout"
+                client_out = (e.stdout or b"").decode(errors="replace") if isinstance(
+                    e.stdout, bytes) else (e.stdout or "")
+        try:
+            server_rc = server.wait(timeout=timeout if client_rc is not None else 5)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+            server_rc = "timeout"
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        server_log.seek(0)
+        server_out = server_log.read()
+        server_log.close()
+    return Pair(server_rc, server_out, client_rc, client_out, time.monotonic() - start)
+
+
+def _record(line):
+    results = os.environ.get("KDAT_RESULTS")
+    if results and os.path.isdir(results):
+        with open(os.path.join(results, "dapl-side-by-side.txt"), "a") as f:
+            f.write(line + "\n")
+
+
+def _dtestcm_verdict(r, count):
+    """None if dtestcm passed on both sides, else what went wrong (first error line).  Runs are
+    verbose (-v): only then does dtestcm report each disconnect."""
+    wanted = [(r.server_out, f"ALL {count} CONNECTED on Server!"),
+              (r.client_out, f"ALL {count} CONNECTED on Client!"),
+              (r.server_out, f"Successfully disconnected all {count} EP's"),
+              (r.client_out, f"Successfully disconnected all {count} EP's"),
+              (r.server_out, "DAPL Connection Test Complete"),
+              (r.client_out, "DAPL Connection Test Complete")]
+    if r.server_rc == 0 and r.client_rc == 0 and all(w in out for out, w in wanted):
+        return None
+    rcs = f"server rc {r.server_rc}, client rc {r.client_rc}"
+    for out in (r.server_out, r.client_out):
+        for line in out.splitlines():
+            # (" ERR: Checking ASYNC EVD..." is a normal verbose line of dtestcm)
+            if re.search(r"\bERR|Error|error|DAT_[A-Z_]+ *$", line) and "ASYNC EVD" not in line:
+                return f"{line.strip()} ({rcs})"
+    return rcs
+
+
+def _dtestcm(provider, rdma, port, count=COUNT, extra=()):
+    args = ["-v", "-c", str(count), "-p", str(port), *extra]
+    r = _run_pair("dtestcm", provider, rdma["KDAT_TEST_ADDR"], args, args)
+    verdict = _dtestcm_verdict(r, count)
+    cps = re.search(r"Connections:\s*([\d.]+) usec, CPS\s*([\d.]+)", r.client_out)
+    _record(f"dtestcm {' '.join(['-c', str(count), *extra])} {provider}: "
+            f"{'PASS' if verdict is None else 'FAIL: ' + verdict}; "
+            f"{r.seconds:.1f} s wall" + (f", client {cps.group(1)} us/connection, "
+                                          f"{cps.group(2)} CPS" if cps else ""))
+    return r, verdict
+
+
+def test_dat_conf_registers_kdat_on_the_rxe_netdev(rdma):
+    entries = _conf_entries()
+    lib, params = entries["kdat"]
+    assert lib.endswith(".so.2.0.0") and os.path.exists(lib), lib
+    assert params.split()[0] == rdma["KDAT_TEST_NETDEV"]
+    assert entries[_ofa_name()][1].split()[0] == rdma["KDAT_TEST_NETDEV"]
+
+
+# Observed on the debug lane's slow kernel only (2 of 4 runs): the client finishes, the server
+# waits forever for the DISCONNECTED of a few EPs.  dtestcm's client disconnects abruptly and
+# frees each EP at once; kdat.ko then destroys the cm_id, which cancels a DREQ the IB CM has not
+# sent yet, so the peer never hears of it (a kmod issue, see README).
+KNOWN_DEBUG_STALL = ("debug kernel: server misses DISCONNECTED after the client's immediate "
+                     "ep_free (kdat destroys the cm_id with its DREQ unsent; kmod issue)")
+
+
+def _known_stall(r):
+    return DEBUG_KERNEL and r.server_rc == "timeout" and r.client_rc == 0
+
+
+def test_dtestcm_over_kdat(kdat_module, rdma, kernel_log):
+    r, verdict = _dtestcm("kdat", rdma, 20100)
+    if verdict is not None and _known_stall(r):
+        pytest.xfail(KNOWN_DEBUG_STALL)
+    assert verdict is None, f"dtestcm -c {COUNT} over kdat: {verdict}\n{r.text()}"
+
+
+def test_dtestcm_over_kdat_waiting_on_many_psps(kdat_module, rdma, kernel_log):
+    """-w: evd_wait instead of dequeue polling; -m -b 20: the server listens on 20 PSPs."""
+    count = min(COUNT, 200)
+    r, verdict = _dtestcm("kdat", rdma, 20300, count=count, extra=("-w", "-m", "-b", "20"))
+    if verdict is not None and _known_stall(r):
+        pytest.xfail(KNOWN_DEBUG_STALL)
+    assert verdict is None, f"dtestcm -w -m -b 20 -c {count} over kdat: {verdict}\n{r.text()}"
+
+
+def test_dtestcm_ud_is_not_offered(kdat_module, rdma, kernel_log):
+    """-u asks for UD endpoints, an IB extension service type kdat does not offer: ep_create must
+    say DAT_MODEL_NOT_SUPPORTED (and nothing may hang or crash)."""
+    r = _run_pair("dtestcm", "kdat", rdma["KDAT_TEST_ADDR"], ["-u", "-c", "2", "-p", "20400"],
+                  ["-u", "-c", "2", "-p", "20400"], timeout=60)
+    out = r.server_out + r.client_out
+    assert "dat_ep_create: DAT_MODEL_NOT_SUPPORTED" in out, r.text()
+    assert "timeout" not in (r.server_rc, r.client_rc), r.text()
+
+
+def test_dtestcm_over_libdaplofa(kdat_module, rdma, kernel_log):
+    """The same run against DAPL's own provider (librdmacm on the same rxe device)."""
+    r, verdict = _dtestcm(_ofa_name(), rdma, 20200)
+    if verdict is not None:
+        pytest.xfail(f"libdaplofa fails dtestcm -c {COUNT} on rxe (observed): {verdict}")
+
+
+def _dtest(provider, rdma):
+    r = _run_pair("dtest", provider, rdma["KDAT_TEST_ADDR"], timeout=DTEST_TIMEOUT)
+    # dtest prints its verdict; its exit status is 0 even for FAILED (Debian's dapl2-utils 2.1).
+    passed = ("PASSED" in r.server_out and "PASSED" in r.client_out
+              and "FAILED" not in r.server_out + r.client_out)
+    first_error = next((line.strip() for line in (r.server_out + r.client_out).splitlines()
+                        if re.search(r"Error|ERR|FAILED|DAT_[A-Z_]{4,}", line)), None)
+    if not passed:
+        first_error = f"{first_error} (server rc {r.server_rc}, client rc {r.client_rc})"
+    _record(f"dtest {provider}: {'PASS' if passed else 'FAIL: ' + first_error}; "
+            f"{r.seconds:.1f} s wall")
+    return r, passed, first_error
+
+
+def test_dtest_over_kdat(kdat_module, rdma, kernel_log):
+    """dtest needs the data path (LMRs, send/recv, RDMA), which comes with kernel bypass: until
+    then it must stop at the first data call with DAT_NOT_IMPLEMENTED, and nothing else."""
+    r, passed, first_error = _dtest("kdat", rdma)
+    if passed:
+        return
+    assert first_error and "DAT_NOT_IMPLEMENTED" in first_error, (
+        f"dtest over kdat failed for another reason than the missing data path:\n{r.text()}")
+    pytest.xfail(f"dtest over kdat stops at the data path (observed): {first_error}")
+
+
+def test_dtest_over_libdaplofa(kdat_module, rdma, kernel_log):
+    if DEBUG_KERNEL:
+        pytest.skip("observed on the debug lane's kernel: dtest over libdaplofa grows to about "
+                    "850 MB resident per process and the guest's OOM killer ends both (a "
+                    "kernel-log report); it runs on Debian's kernel only")
+    r, passed, first_error = _dtest(_ofa_name(), rdma)
+    if not passed:
+        pytest.xfail(f"dtest over libdaplofa on rxe fails (observed): {first_error}")
+
+
+def test_provider_connection_management_and_error_paths(kdat_module, rdma, kernel_log):
+    """provider_check: PSP/RSP/provider-PSP connections, accept/reject with private data,
+    dup_connect, disconnect, CNO, and bad/stale/wrong-type handles, bad parameters, state errors."""
+    if not os.access(CHECK, os.X_OK):
+        pytest.fail(f"{CHECK} is missing: build it with 'make'")
+    env = dict(os.environ, DAT_OVERRIDE=DAT_CONF)
+    r = subprocess.run([CHECK, "kdat", rdma["KDAT_TEST_ADDR"], "21000"], env=env,
+                       capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    out = r.stdout + r.stderr
+    failed = [line for line in out.splitlines() if line.startswith("FAIL")]
+    summary = re.search(r"^checks: (\d+) failed: (\d+)$", out, re.M)
+    _record(f"provider_check kdat: {summary.group(0) if summary else 'no summary'} (rc {r.returncode})")
+    assert r.returncode == 0 and not failed, "\n".join(failed) + "\n" + out[-4000:]
+    assert summary and int(summary.group(1)) >= 100 and summary.group(2) == "0", out[-2000:]

@@ -1,0 +1,474 @@
+// Endpoints, service points and connection requests: DAT's connection management, carried out
+// by kdat.ko (the EP state machine of include/kdat/ep_table.h on the kernel's rdma_cm) through
+// libkdat.  The provider keeps no EP state of its own: states come from the kernel's table.
+#include <cstring>
+
+#include "data_path.hpp"
+#include "provider.hpp"
+
+namespace kdat::dapl {
+namespace {
+
+kdat::Timeout to_timeout(DAT_TIMEOUT timeout) {
+  if (timeout == DAT_TIMEOUT_INFINITE) return kdat::infinite;
+  return kdat::Timeout(timeout);
+}
+
+// An EVD argument of an EP: NULL, or an EVD of `ia` with `flag`.
+Evd *ep_evd(Ia &ia, DAT_EVD_HANDLE handle, DAT_EVD_FLAGS flag, DAT_RETURN subtype) {
+  if (handle == DAT_HANDLE_NULL) return nullptr;
+  auto &evd = lookup_as<Evd>(handle, subtype);
+  if (evd.ia != &ia || (evd.flags & flag) == 0) fail(DAT_INVALID_HANDLE, subtype);
+  return &evd;
+}
+
+void count_use(Ep &ep, int delta) {
+  for (Evd *evd : {ep.recv_evd, ep.request_evd, ep.connect_evd})
+    if (evd != nullptr) evd->users += delta;
+  if (ep.pz != nullptr) ep.pz->users += delta;
+}
+
+void fill_attr_defaults(DAT_EP_ATTR &attr, const kdat::EpAttributes &k) {
+  attr.service_type = DAT_SERVICE_TYPE_RC;
+  attr.max_message_size = 1u << 31;
+  attr.max_rdma_size = 1u << 31;
+  attr.qos = DAT_QOS_BEST_EFFORT;
+  attr.max_recv_dtos = static_cast<DAT_COUNT>(k.max_recv_dtos);
+  attr.max_request_dtos = static_cast<DAT_COUNT>(k.max_request_dtos);
+  attr.max_recv_iov = static_cast<DAT_COUNT>(k.max_recv_iov);
+  attr.max_request_iov = static_cast<DAT_COUNT>(k.max_request_iov);
+  attr.max_rdma_read_in = static_cast<DAT_COUNT>(k.max_rdma_read_in);
+  attr.max_rdma_read_out = static_cast<DAT_COUNT>(k.max_rdma_read_out);
+  attr.max_rdma_read_iov = static_cast<DAT_COUNT>(k.max_request_iov);
+  attr.max_rdma_write_iov = static_cast<DAT_COUNT>(k.max_request_iov);
+}
+
+kdat::EpAttributes to_kdat(const DAT_EP_ATTR &attr) {
+  if (attr.service_type != DAT_SERVICE_TYPE_RC || attr.qos != DAT_QOS_BEST_EFFORT)
+    fail(DAT_MODEL_NOT_SUPPORTED);
+  for (const DAT_COUNT c : {attr.max_recv_dtos, attr.max_request_dtos, attr.max_recv_iov,
+                            attr.max_request_iov, attr.max_rdma_read_in, attr.max_rdma_read_out})
+    if (c < 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+  kdat::EpAttributes k;
+  k.max_recv_dtos = static_cast<std::uint32_t>(attr.max_recv_dtos);
+  k.max_request_dtos = static_cast<std::uint32_t>(attr.max_request_dtos);
+  k.max_recv_iov = static_cast<std::uint32_t>(attr.max_recv_iov);
+  k.max_request_iov = static_cast<std::uint32_t>(attr.max_request_iov);
+  k.max_rdma_read_in = static_cast<std::uint32_t>(attr.max_rdma_read_in);
+  k.max_rdma_read_out = static_cast<std::uint32_t>(attr.max_rdma_read_out);
+  return k;
+}
+
+Ep &register_ep(Ia &ia, kdat::Endpoint endpoint) {
+  auto &ep = make_child<Ep>(ia, std::move(endpoint));
+  ia.eps[ep.kernel.handle()] = &ep;
+  ep.qp = ia.data_path->make_queue_pair(ep);
+  return ep;
+}
+
+DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_HANDLE recv_handle,
+                     DAT_EVD_HANDLE request_handle, DAT_EVD_HANDLE connect_handle,
+                     const DAT_EP_ATTR *attr, DAT_EP_HANDLE *out) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ia = lookup_as<Ia>(ia_handle, DAT_INVALID_HANDLE_IA);
+    Pz *pz = nullptr;
+    if (pz_handle != DAT_HANDLE_NULL) {
+      pz = &lookup_as<Pz>(pz_handle, DAT_INVALID_HANDLE_PZ);
+      if (pz->ia != &ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
+    }
+    Evd *recv = ep_evd(ia, recv_handle, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_RECV);
+    Evd *request = ep_evd(ia, request_handle, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_REQUEST);
+    Evd *connect = ep_evd(ia, connect_handle, DAT_EVD_CONNECTION_FLAG, DAT_INVALID_HANDLE_EVD_CONN);
+    // kdat binds an EP to its connect EVD at creation (no UNCONFIGURED states).
+    if (connect == nullptr) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
+    if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
+    const kdat::EpAttributes k = attr != nullptr ? to_kdat(*attr) : kdat::EpAttributes{};
+    auto &ep = register_ep(ia, kdat::Endpoint(ia.kernel, *connect->kernel, k));
+    ep.pz = pz;
+    ep.recv_evd = recv;
+    ep.request_evd = request;
+    ep.connect_evd = connect;
+    count_use(ep, +1);
+    if (attr != nullptr) {
+      ep.attr = *attr;
+    } else {
+      fill_attr_defaults(ep.attr, ep.kernel.query().attributes);
+    }
+    *out = ep.handle;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN ep_query(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARAM *param) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
+    if ((mask & ~DAT_EP_FIELD_ALL) != 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (param == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    const kdat::EpInfo info = ep.kernel.query();
+    to_sockaddr(info.local_address, ep.local_address);
+    to_sockaddr(info.remote_address, ep.remote_address);
+    std::memset(static_cast<void *>(param), 0, sizeof(*param));
+    param->ia_handle = ep.ia->handle;
+    param->ep_state = static_cast<DAT_EP_STATE>(info.state);
+    param->local_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ep.local_address);
+    param->local_port_qual = info.local_address.port();
+    param->remote_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ep.remote_address);
+    param->remote_port_qual = info.remote_address.port();
+    param->pz_handle = ep.pz != nullptr ? ep.pz->handle : DAT_HANDLE_NULL;
+    param->recv_evd_handle = ep.recv_evd != nullptr ? ep.recv_evd->handle : DAT_HANDLE_NULL;
+    param->request_evd_handle =
+        ep.request_evd != nullptr ? ep.request_evd->handle : DAT_HANDLE_NULL;
+    param->connect_evd_handle =
+        ep.connect_evd != nullptr ? ep.connect_evd->handle : DAT_HANDLE_NULL;
+    param->srq_handle = DAT_HANDLE_NULL;
+    param->ep_attr = ep.attr;
+    param->ep_attr.max_rdma_read_in = static_cast<DAT_COUNT>(info.attributes.max_rdma_read_in);
+    param->ep_attr.max_rdma_read_out = static_cast<DAT_COUNT>(info.attributes.max_rdma_read_out);
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN ep_modify(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, const DAT_EP_PARAM *param) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
+    if (mask == 0 || (mask & ~DAT_EP_FIELD_ALL) != 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (param == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    constexpr DAT_EP_PARAM_MASK supported =
+        DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IN | DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_OUT;
+    if ((mask & ~supported) != 0) fail(DAT_NOT_IMPLEMENTED);
+    kdat::EpAttributes k;
+    std::uint32_t kmask = 0;
+    if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IN) {
+      if (param->ep_attr.max_rdma_read_in < 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+      k.max_rdma_read_in = static_cast<std::uint32_t>(param->ep_attr.max_rdma_read_in);
+      kmask |= KDAT_EP_ATTR_RDMA_READ_IN;
+    }
+    if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_OUT) {
+      if (param->ep_attr.max_rdma_read_out < 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+      k.max_rdma_read_out = static_cast<std::uint32_t>(param->ep_attr.max_rdma_read_out);
+      kmask |= KDAT_EP_ATTR_RDMA_READ_OUT;
+    }
+    ep.kernel.modify(kmask, k);
+    if (kmask & KDAT_EP_ATTR_RDMA_READ_IN)
+      ep.attr.max_rdma_read_in = param->ep_attr.max_rdma_read_in;
+    if (kmask & KDAT_EP_ATTR_RDMA_READ_OUT)
+      ep.attr.max_rdma_read_out = param->ep_attr.max_rdma_read_out;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_QUAL conn_qual,
+                      DAT_TIMEOUT timeout, DAT_COUNT pd_size, const DAT_PVOID pd, DAT_QOS qos,
+                      DAT_CONNECT_FLAGS flags) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
+    if (remote == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    const kdat::Address address = to_address(reinterpret_cast<const sockaddr *>(remote));
+    const auto data = private_data(pd_size, pd, DAT_INVALID_ARG6);
+    ep.kernel.connect(address, conn_qual, to_timeout(timeout), data,
+                      static_cast<std::uint32_t>(qos), static_cast<std::uint32_t>(flags));
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN ep_dup_connect(DAT_EP_HANDLE handle, DAT_EP_HANDLE dup_handle, DAT_TIMEOUT timeout,
+                          DAT_COUNT pd_size, const DAT_PVOID pd, DAT_QOS qos) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
+    auto &dup = lookup_as<Ep>(dup_handle, DAT_INVALID_HANDLE_EP);
+    if (dup.ia != ep.ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    const auto data = private_data(pd_size, pd, DAT_INVALID_ARG5);
+    ep.kernel.dup_connect(dup.kernel, to_timeout(timeout), data, static_cast<std::uint32_t>(qos));
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
+    if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
+      fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    ep.kernel.disconnect(flags == DAT_CLOSE_GRACEFUL_FLAG ? kdat::CloseMode::graceful
+                                                          : kdat::CloseMode::abrupt);
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN ep_get_status(DAT_EP_HANDLE handle, DAT_EP_STATE *state, DAT_BOOLEAN *recv_idle,
+                         DAT_BOOLEAN *request_idle) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
+    if (state == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    *state = static_cast<DAT_EP_STATE>(ep.kernel.state());  // the shared table: no syscall
+    // No DTO can be outstanding without a data path.
+    if (recv_idle != nullptr) *recv_idle = DAT_TRUE;
+    if (request_idle != nullptr) *request_idle = DAT_TRUE;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN ep_free(DAT_EP_HANDLE handle) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
+    ep.kernel.free();
+    free_ep(ep);
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN ep_reset(DAT_EP_HANDLE handle) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP).kernel.reset();
+    return DAT_SUCCESS;
+  });
+}
+
+// ---- PSP / RSP
+
+Evd &cr_evd(Ia &ia, DAT_EVD_HANDLE handle) {
+  auto &evd = lookup_as<Evd>(handle, DAT_INVALID_HANDLE_EVD_CR);
+  if (evd.ia != &ia || (evd.flags & DAT_EVD_CR_FLAG) == 0 || !evd.kernel)
+    fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR);
+  return evd;
+}
+
+Psp &make_psp(Ia &ia, DAT_CONN_QUAL conn_qual, Evd &evd, DAT_PSP_FLAGS flags) {
+  if (flags != DAT_PSP_CONSUMER_FLAG && flags != DAT_PSP_PROVIDER_FLAG)
+    fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+  kdat::Psp kernel(
+      ia.kernel, *evd.kernel, conn_qual,
+      flags == DAT_PSP_PROVIDER_FLAG ? kdat::PspFlags::provider : kdat::PspFlags::consumer);
+  auto &psp = make_child<Psp>(ia, std::move(kernel));
+  psp.conn_qual = conn_qual;
+  psp.evd = &evd;
+  psp.flags = flags;
+  ++evd.users;
+  ia.service_points[psp.kernel.handle()] = &psp;
+  return psp;
+}
+
+DAT_RETURN psp_create(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL conn_qual, DAT_EVD_HANDLE evd_handle,
+                      DAT_PSP_FLAGS flags, DAT_PSP_HANDLE *out) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ia = lookup_as<Ia>(ia_handle, DAT_INVALID_HANDLE_IA);
+    auto &evd = cr_evd(ia, evd_handle);
+    if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    *out = make_psp(ia, conn_qual, evd, flags).handle;
+    return DAT_SUCCESS;
+  });
+}
+
+// Picks a free qualifier from the dynamic port range.
+DAT_RETURN psp_create_any(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL *conn_qual,
+                          DAT_EVD_HANDLE evd_handle, DAT_PSP_FLAGS flags, DAT_PSP_HANDLE *out) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ia = lookup_as<Ia>(ia_handle, DAT_INVALID_HANDLE_IA);
+    if (conn_qual == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    auto &evd = cr_evd(ia, evd_handle);
+    if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    for (DAT_CONN_QUAL q = 49152; q <= 65535; ++q) {
+      try {
+        *out = make_psp(ia, q, evd, flags).handle;
+        *conn_qual = q;
+        return DAT_SUCCESS;
+      } catch (const kdat::Error &e) {
+        if (e.code().type() != KDAT_DAT_CONN_QUAL_IN_USE) throw;
+      }
+    }
+    return error(DAT_CONN_QUAL_UNAVAILABLE);
+  });
+}
+
+DAT_RETURN psp_query(DAT_PSP_HANDLE handle, DAT_PSP_PARAM_MASK mask, DAT_PSP_PARAM *param) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &psp = lookup_as<Psp>(handle, DAT_INVALID_HANDLE_PSP);
+    if ((mask & ~DAT_PSP_FIELD_ALL) != 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (param == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    param->ia_handle = psp.ia->handle;
+    param->conn_qual = psp.conn_qual;
+    param->evd_handle = psp.evd->handle;
+    param->psp_flags = psp.flags;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN psp_free(DAT_PSP_HANDLE handle) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &psp = lookup_as<Psp>(handle, DAT_INVALID_HANDLE_PSP);
+    const std::uint32_t k = psp.kernel.handle();
+    psp.kernel.free();
+    psp.ia->service_points.erase(k);
+    --psp.evd->users;
+    drop_child(psp);
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN rsp_create(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL conn_qual, DAT_EP_HANDLE ep_handle,
+                      DAT_EVD_HANDLE evd_handle, DAT_RSP_HANDLE *out) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ia = lookup_as<Ia>(ia_handle, DAT_INVALID_HANDLE_IA);
+    auto &ep = lookup_as<Ep>(ep_handle, DAT_INVALID_HANDLE_EP);
+    if (ep.ia != &ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    auto &evd = cr_evd(ia, evd_handle);
+    if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    auto &rsp = make_child<Rsp>(ia, kdat::Rsp(ia.kernel, ep.kernel, conn_qual, *evd.kernel));
+    rsp.conn_qual = conn_qual;
+    rsp.evd = &evd;
+    rsp.ep = ep.handle;
+    ++evd.users;
+    ia.service_points[rsp.kernel.handle()] = &rsp;
+    *out = rsp.handle;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN rsp_query(DAT_RSP_HANDLE handle, DAT_RSP_PARAM_MASK mask, DAT_RSP_PARAM *param) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &rsp = lookup_as<Rsp>(handle, DAT_INVALID_HANDLE_RSP);
+    if ((mask & ~DAT_RSP_FIELD_ALL) != 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (param == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    param->ia_handle = rsp.ia->handle;
+    param->conn_qual = rsp.conn_qual;
+    param->evd_handle = rsp.evd->handle;
+    param->ep_handle = rsp.ep;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN rsp_free(DAT_RSP_HANDLE handle) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &rsp = lookup_as<Rsp>(handle, DAT_INVALID_HANDLE_RSP);
+    const std::uint32_t k = rsp.kernel.handle();
+    rsp.kernel.free();
+    rsp.ia->service_points.erase(k);
+    --rsp.evd->users;
+    drop_child(rsp);
+    return DAT_SUCCESS;
+  });
+}
+
+// ---- CR
+
+DAT_RETURN cr_query(DAT_CR_HANDLE handle, DAT_CR_PARAM_MASK mask, DAT_CR_PARAM *param) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &cr = lookup_as<Cr>(handle, DAT_INVALID_HANDLE_CR);
+    if ((mask & ~DAT_CR_FIELD_ALL) != 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (param == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (!cr.info) {
+      cr.info = cr.kernel.query();
+      to_sockaddr(cr.info->remote_address, cr.remote_address);
+    }
+    param->remote_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&cr.remote_address);
+    param->remote_port_qual = cr.info->remote_address.port();
+    param->private_data_size = static_cast<DAT_COUNT>(cr.info->private_data.size());
+    param->private_data = cr.info->private_data.empty() ? nullptr : cr.info->private_data.data();
+    param->local_ep_handle = cr.ep;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd_size,
+                     const DAT_PVOID pd) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &cr = lookup_as<Cr>(handle, DAT_INVALID_HANDLE_CR);
+    const auto data = private_data(pd_size, pd, DAT_INVALID_ARG4);
+    if (ep_handle == DAT_HANDLE_NULL) {
+      // Only a request that names its EP (RSP, provider PSP) may be accepted without one.
+      if (cr.ep == nullptr) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+      cr.kernel.accept(data);
+    } else {
+      auto &ep = lookup_as<Ep>(ep_handle, DAT_INVALID_HANDLE_EP);
+      if (ep.ia != cr.ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+      cr.kernel.accept(ep.kernel, data);
+    }
+    drop_child(cr);
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN cr_reject(DAT_CR_HANDLE handle, DAT_COUNT pd_size, const DAT_PVOID pd) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &cr = lookup_as<Cr>(handle, DAT_INVALID_HANDLE_CR);
+    const auto data = private_data(pd_size, pd, DAT_INVALID_ARG3);
+    cr.kernel.reject(data);
+    // Rejecting a provider-flag PSP's request frees the EP kdat made for it.
+    if (cr.provider_ep) {
+      if (auto object = share(cr.ep); object && object->type == DAT_HANDLE_TYPE_EP)
+        free_ep(static_cast<Ep &>(*object));
+    }
+    drop_child(cr);
+    return DAT_SUCCESS;
+  });
+}
+
+}  // namespace
+
+Ep &adopt_ep(Ia &ia, std::uint32_t handle) {
+  auto &ep = register_ep(ia, kdat::Endpoint::adopt(ia.kernel, handle));
+  const kdat::EpInfo info = ep.kernel.query();
+  for (auto [k, slot] :
+       {std::pair{info.connect_evd, &ep.connect_evd}, std::pair{info.request_evd, &ep.request_evd},
+        std::pair{info.recv_evd, &ep.recv_evd}}) {
+    const auto it = ia.evds.find(k);
+    if (k != 0 && it != ia.evds.end()) *slot = it->second;
+  }
+  count_use(ep, +1);
+  fill_attr_defaults(ep.attr, info.attributes);
+  return ep;
+}
+
+// Forgets `ep` on the provider's side; the caller has freed (or lost) the kernel EP.  The
+// kdat::Endpoint's destructor frees the kernel EP if it still exists (errors ignored).
+void free_ep(Ep &ep) {
+  count_use(ep, -1);
+  ep.pz = nullptr;
+  ep.recv_evd = ep.request_evd = ep.connect_evd = nullptr;
+  const auto it = ep.ia->eps.find(ep.kernel.handle());
+  if (it != ep.ia->eps.end() && it->second == &ep) ep.ia->eps.erase(it);
+  drop_child(ep);
+}
+
+void fill_connection_table(DAT_PROVIDER &p) {
+  p.ep_create_func = &ep_create;
+  p.ep_query_func = &ep_query;
+  p.ep_modify_func = &ep_modify;
+  p.ep_connect_func = &ep_connect;
+  p.ep_dup_connect_func = &ep_dup_connect;
+  p.ep_disconnect_func = &ep_disconnect;
+  p.ep_get_status_func = &ep_get_status;
+  p.ep_free_func = &ep_free;
+  p.ep_reset_func = &ep_reset;
+  p.psp_create_func = &psp_create;
+  p.psp_create_any_func = &psp_create_any;
+  p.psp_query_func = &psp_query;
+  p.psp_free_func = &psp_free;
+  p.rsp_create_func = &rsp_create;
+  p.rsp_query_func = &rsp_query;
+  p.rsp_free_func = &rsp_free;
+  p.cr_query_func = &cr_query;
+  p.cr_accept_func = &cr_accept;
+  p.cr_reject_func = &cr_reject;
+  KDAT_NOT_IMPLEMENTED(p, cr_handoff_func);
+}
+
+}  // namespace kdat::dapl

@@ -1,0 +1,479 @@
+// EVDs and CNOs.
+//
+// An EVD with the CONNECTION or CR flag owns a kdat EVD in ring mode: connection and CR events
+// come from the kernel's ring.  Every EVD also has a local queue (software events from
+// evd_post_se; DTO completions once the data path fills it) with an eventfd that wakes waiters.
+// evd_wait sleeps in ppoll on the ring's fd, the eventfd and the data path's completion fd, with
+// the provider lock dropped.
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "data_path.hpp"
+#include "provider.hpp"
+
+namespace kdat::dapl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr DAT_EVD_FLAGS kKnownFlags = static_cast<DAT_EVD_FLAGS>(
+    DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG |
+    DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG);
+
+void signal(int fd) {
+  if (fd < 0) return;
+  const std::uint64_t one = 1;
+  (void)!::write(fd, &one, sizeof(one));
+}
+
+void drain(int fd) {
+  std::uint64_t value = 0;
+  (void)!::read(fd, &value, sizeof(value));
+}
+
+UniqueFd make_eventfd() {
+  UniqueFd fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (fd.get() < 0) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+  return fd;
+}
+
+// Deadline of a DAT timeout (µs; DAT_TIMEOUT_INFINITE = none).
+std::optional<Clock::time_point> deadline_of(DAT_TIMEOUT timeout) {
+  if (timeout == DAT_TIMEOUT_INFINITE) return std::nullopt;
+  return Clock::now() + std::chrono::microseconds(timeout);
+}
+
+// ppoll on `fds` until the deadline; false on timeout.  EINTR: Failure(DAT_INTERRUPTED_CALL).
+bool sleep_on(std::vector<pollfd> &fds, const std::optional<Clock::time_point> &deadline,
+              std::chrono::microseconds cap = std::chrono::microseconds::max()) {
+  timespec ts{};
+  timespec *tsp = nullptr;
+  auto left = cap;
+  if (deadline) {
+    const auto now = Clock::now();
+    if (now >= *deadline) return false;
+    left = std::min(left, std::chrono::duration_cast<std::chrono::microseconds>(*deadline - now));
+  }
+  if (left != std::chrono::microseconds::max()) {
+    ts.tv_sec = static_cast<time_t>(left.count() / 1000000);
+    ts.tv_nsec = static_cast<long>((left.count() % 1000000) * 1000);
+    tsp = &ts;
+  }
+  const int n = ::ppoll(fds.data(), fds.size(), tsp, nullptr);
+  if (n < 0 && errno == EINTR) fail(DAT_INTERRUPTED_CALL);
+  if (n < 0) fail(DAT_INTERNAL_ERROR);
+  return true;
+}
+
+std::size_t available(Evd &evd) {
+  (void)evd.ia->data_path->poll_completions(evd);
+  return evd.local.size() + (evd.kernel ? evd.kernel->pending() : 0);
+}
+
+// Takes the oldest event (local first); false if there was none after all.
+bool take(Evd &evd, DAT_EVENT &out) {
+  if (!evd.local.empty()) {
+    out = evd.local.front();
+    evd.local.pop_front();
+    return true;
+  }
+  if (evd.kernel) {
+    if (auto event = evd.kernel->dequeue()) {
+      translate(evd, *event, out);
+      return true;
+    }
+  }
+  return false;
+}
+
+void append_fds(const Evd &evd, std::vector<pollfd> &fds) {
+  fds.push_back({evd.wake.get(), POLLIN, 0});
+  if (evd.kernel) fds.push_back({evd.kernel->fd(), POLLIN, 0});
+  const int cq = evd.ia->data_path->completion_fd(evd);
+  if (cq >= 0) fds.push_back({cq, POLLIN, 0});
+}
+
+DAT_RETURN evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno_handle,
+                      DAT_EVD_FLAGS flags, DAT_EVD_HANDLE *out) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ia = lookup_as<Ia>(ia_handle, DAT_INVALID_HANDLE_IA);
+    if (qlen <= 0 || static_cast<std::uint32_t>(qlen) > ia.attributes.max_evd_qlen)
+      fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    Cno *cno = nullptr;
+    if (cno_handle != DAT_HANDLE_NULL) {
+      cno = &lookup_as<Cno>(cno_handle, DAT_INVALID_HANDLE_CNO);
+      if (cno->ia != &ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
+    }
+    if (flags == 0 || (flags & ~kKnownFlags) != 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    std::uint32_t kernel_flags = 0;
+    if (flags & DAT_EVD_CONNECTION_FLAG) kernel_flags |= KDAT_EVD_CONNECTION;
+    if (flags & DAT_EVD_CR_FLAG) kernel_flags |= KDAT_EVD_CR;
+    auto wake = make_eventfd();
+    std::optional<kdat::Evd> kernel;
+    if (kernel_flags != 0)
+      kernel.emplace(ia.kernel, static_cast<std::uint32_t>(qlen), kernel_flags);
+    auto &evd = make_child<Evd>(ia);
+    evd.flags = flags;
+    evd.qlen = qlen;
+    evd.wake = std::move(wake);
+    evd.kernel = std::move(kernel);
+    if (evd.kernel) ia.evds[evd.kernel->handle()] = &evd;
+    if (cno != nullptr) {
+      evd.cno = cno;
+      cno->evds.insert(&evd);
+    }
+    *out = evd.handle;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN evd_query(DAT_EVD_HANDLE handle, DAT_EVD_PARAM_MASK mask, DAT_EVD_PARAM *param) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &evd = lookup_as<Evd>(handle, DAT_INVALID_HANDLE_EVD_REQUEST);
+    if ((mask & ~DAT_EVD_FIELD_ALL) != 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (param == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    param->ia_handle = evd.ia->handle;
+    param->evd_qlen = evd.qlen;
+    param->evd_state = static_cast<DAT_EVD_STATE>(
+        (evd.enabled ? DAT_EVD_STATE_ENABLED : DAT_EVD_STATE_DISABLED) |
+        (evd.waitable ? DAT_EVD_STATE_WAITABLE : DAT_EVD_STATE_UNWAITABLE));
+    param->cno_handle = evd.cno != nullptr ? evd.cno->handle : DAT_HANDLE_NULL;
+    param->evd_flags = evd.flags;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN evd_modify_cno(DAT_EVD_HANDLE handle, DAT_CNO_HANDLE cno_handle) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &evd = lookup_as<Evd>(handle, DAT_INVALID_HANDLE_EVD_REQUEST);
+    Cno *cno = nullptr;
+    if (cno_handle != DAT_HANDLE_NULL) {
+      cno = &lookup_as<Cno>(cno_handle, DAT_INVALID_HANDLE_CNO);
+      if (cno->ia != evd.ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
+    }
+    if (evd.cno != nullptr) evd.cno->evds.erase(&evd);
+    evd.cno = cno;
+    if (cno != nullptr) cno->evds.insert(&evd);
+    return DAT_SUCCESS;
+  });
+}
+
+template <bool Enable>
+DAT_RETURN evd_set_enabled(DAT_EVD_HANDLE handle) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    lookup_as<Evd>(handle, DAT_INVALID_HANDLE_EVD_REQUEST).enabled = Enable;
+    return DAT_SUCCESS;
+  });
+}
+
+template <bool Waitable>
+DAT_RETURN evd_set_waitable(DAT_EVD_HANDLE handle) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &evd = lookup_as<Evd>(handle, DAT_INVALID_HANDLE_EVD_REQUEST);
+    evd.waitable = Waitable;
+    if (!Waitable) signal(evd.wake.get());  // a waiter returns DAT_INVALID_STATE
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT threshold,
+                    DAT_EVENT *event, DAT_COUNT *nmore) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &evd = lookup_as<Evd>(handle, DAT_INVALID_HANDLE_EVD_REQUEST);
+    if (threshold <= 0 || threshold > evd.qlen) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (event == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    if (!evd.waitable) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
+    if (evd.waiters > 0) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+    const auto keep = share(handle);  // alive while the lock is dropped
+    ++evd.waiters;
+    struct Leave {
+      Evd &e;
+      ~Leave() { --e.waiters; }
+    } leave{evd};
+    const auto deadline = deadline_of(timeout);
+    const auto need = static_cast<std::size_t>(threshold);
+    for (;;) {
+      if (!evd.waitable) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
+      const std::size_t have = available(evd);
+      if (have >= need && take(evd, *event)) {
+        if (nmore != nullptr) *nmore = static_cast<DAT_COUNT>(available(evd));
+        return DAT_SUCCESS;
+      }
+      std::vector<pollfd> fds;
+      append_fds(evd, fds);
+      lock.unlock();
+      bool slept = false;
+      try {
+        slept = sleep_on(fds, deadline);
+      } catch (...) {
+        lock.lock();
+        throw;
+      }
+      lock.lock();
+      if (!slept) fail(DAT_TIMEOUT_EXPIRED);
+      drain(evd.wake.get());
+      // The ring's fd stays readable once the kernel counted an overflow; if it woke us with
+      // nothing in the ring, sleep in the kernel (which reports the overflow once) for a slice.
+      if (evd.kernel && fds.size() > 1 && (fds[1].revents & POLLIN) && evd.kernel->pending() == 0) {
+        lock.unlock();
+        std::optional<kdat::Event> got;
+        try {
+          got = evd.kernel->try_wait(1, std::chrono::milliseconds(10));
+        } catch (...) {
+          lock.lock();
+          throw;
+        }
+        lock.lock();
+        if (got) {
+          DAT_EVENT first{};
+          translate(evd, *got, first);
+          evd.local.push_front(first);
+        }
+      }
+    }
+  });
+}
+
+DAT_RETURN evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT *event) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &evd = lookup_as<Evd>(handle, DAT_INVALID_HANDLE_EVD_REQUEST);
+    if (event == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    (void)evd.ia->data_path->poll_completions(evd);
+    if (!take(evd, *event)) return error(DAT_QUEUE_EMPTY);
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN evd_post_se(DAT_EVD_HANDLE handle, const DAT_EVENT *event) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &evd = lookup_as<Evd>(handle, DAT_INVALID_HANDLE_EVD_REQUEST);
+    if (event == nullptr || event->event_number != DAT_SOFTWARE_EVENT)
+      fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (evd.local.size() >= static_cast<std::size_t>(evd.qlen)) fail(DAT_QUEUE_FULL);
+    DAT_EVENT copy = *event;
+    copy.evd_handle = evd.handle;
+    evd.local.push_back(copy);
+    signal(evd.wake.get());
+    if (evd.cno != nullptr) signal(evd.cno->wake.get());
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN evd_resize(DAT_EVD_HANDLE handle, DAT_COUNT qlen) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &evd = lookup_as<Evd>(handle, DAT_INVALID_HANDLE_EVD_REQUEST);
+    if (qlen <= 0 || static_cast<std::uint32_t>(qlen) > evd.ia->attributes.max_evd_qlen)
+      fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (static_cast<std::size_t>(qlen) < available(evd)) fail(DAT_INVALID_STATE);
+    // A kernel EVD's ring cannot grow: kdat has no resize.
+    if (evd.kernel && static_cast<std::uint32_t>(qlen) > evd.kernel->qlen())
+      fail(DAT_NOT_IMPLEMENTED);
+    evd.qlen = qlen;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN evd_free(DAT_EVD_HANDLE handle) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &evd = lookup_as<Evd>(handle, DAT_INVALID_HANDLE_EVD_REQUEST);
+    if (evd.waiters > 0) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+    if (evd.users > 0 || evd.ia->async_evd == &evd)
+      fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
+    free_evd(evd);
+    return DAT_SUCCESS;
+  });
+}
+
+// ---- CNO
+
+DAT_RETURN cno_create(DAT_IA_HANDLE ia_handle, DAT_OS_WAIT_PROXY_AGENT agent, DAT_CNO_HANDLE *out) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ia = lookup_as<Ia>(ia_handle, DAT_INVALID_HANDLE_IA);
+    if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    auto wake = make_eventfd();
+    auto &cno = make_child<Cno>(ia);
+    cno.wake = std::move(wake);
+    cno.agent = agent;
+    *out = cno.handle;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN cno_modify_agent(DAT_CNO_HANDLE handle, DAT_OS_WAIT_PROXY_AGENT agent) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    lookup_as<Cno>(handle, DAT_INVALID_HANDLE_CNO).agent = agent;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN cno_query(DAT_CNO_HANDLE handle, DAT_CNO_PARAM_MASK, DAT_CNO_PARAM *param) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &cno = lookup_as<Cno>(handle, DAT_INVALID_HANDLE_CNO);
+    if (param == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    param->ia_handle = cno.ia->handle;
+    param->proxy_type = DAT_PROXY_TYPE_AGENT;
+    param->proxy.agent = cno.agent;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN cno_free(DAT_CNO_HANDLE handle) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &cno = lookup_as<Cno>(handle, DAT_INVALID_HANDLE_CNO);
+    if (!cno.evds.empty() || cno.waiters > 0) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE);
+    drop_child(cno);
+    return DAT_SUCCESS;
+  });
+}
+
+// Waits until an enabled EVD of the CNO has an event and returns that EVD (the event stays).
+DAT_RETURN cno_wait(DAT_CNO_HANDLE handle, DAT_TIMEOUT timeout, DAT_EVD_HANDLE *out) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &cno = lookup_as<Cno>(handle, DAT_INVALID_HANDLE_CNO);
+    if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    const auto keep = share(handle);
+    ++cno.waiters;
+    struct Leave {
+      Cno &c;
+      ~Leave() { --c.waiters; }
+    } leave{cno};
+    const auto deadline = deadline_of(timeout);
+    for (;;) {
+      std::vector<pollfd> fds{{cno.wake.get(), POLLIN, 0}};
+      for (Evd *evd : cno.evds) {
+        if (!evd->enabled) continue;
+        if (available(*evd) > 0) {
+          *out = evd->handle;
+          return DAT_SUCCESS;
+        }
+        append_fds(*evd, fds);
+      }
+      lock.unlock();
+      bool slept = false;
+      try {
+        // Bounded slices: an EVD added to the CNO meanwhile is seen within 100 ms.
+        slept = sleep_on(fds, deadline, std::chrono::milliseconds(100));
+      } catch (...) {
+        lock.lock();
+        throw;
+      }
+      lock.lock();
+      if (!slept) fail(DAT_TIMEOUT_EXPIRED);
+      drain(cno.wake.get());
+    }
+  });
+}
+
+}  // namespace
+
+void free_evd(Evd &evd, bool quiet) {
+  Ia &ia = *evd.ia;
+  if (evd.kernel) {
+    const std::uint32_t k = evd.kernel->handle();
+    if (!quiet) evd.kernel->free();  // else the kdat::Evd's destructor frees it, errors ignored
+    ia.evds.erase(k);
+  }
+  if (evd.cno != nullptr) evd.cno->evds.erase(&evd);
+  evd.cno = nullptr;
+  drop_child(evd);
+}
+
+void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out) {
+  Ia &ia = *evd.ia;
+  std::memset(&out, 0, sizeof(out));
+  out.event_number = static_cast<DAT_EVENT_NUMBER>(event.number);
+  out.evd_handle = evd.handle;
+  auto find_ep = [&](std::uint32_t k) -> Ep * {
+    const auto it = ia.eps.find(k);
+    return it != ia.eps.end() ? it->second : nullptr;
+  };
+  if (event.is_connection_request()) {
+    const auto sp = ia.service_points.find(event.sp);
+    auto &cr = make_child<Cr>(ia, kdat::ConnectionRequest(*evd.kernel, event));
+    if (sp != ia.service_points.end()) {
+      cr.sp = sp->second->handle;
+      if (sp->second->type == DAT_HANDLE_TYPE_PSP)
+        cr.conn_qual = static_cast<Psp *>(sp->second)->conn_qual;
+      else
+        cr.conn_qual = static_cast<Rsp *>(sp->second)->conn_qual;
+    }
+    if (event.ep != 0) {
+      Ep *ep = find_ep(event.ep);
+      if (ep == nullptr) {
+        ep = &adopt_ep(ia, event.ep);
+        cr.provider_ep = true;
+      }
+      cr.ep = ep->handle;
+    }
+    auto &data = out.event_data.cr_arrival_event_data;
+    data.sp_handle.psp_handle = cr.sp;
+    data.local_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ia.address);
+    data.conn_qual = cr.conn_qual;
+    data.cr_handle = cr.handle;
+    data.truncate_flag = DAT_FALSE;
+  } else if (event.is_connection_event()) {
+    Ep *ep = find_ep(event.ep);
+    auto &data = out.event_data.connect_event_data;
+    if (ep != nullptr) {
+      ep->event_private_data = event.private_data;
+      data.ep_handle = ep->handle;
+      data.private_data_size = static_cast<DAT_COUNT>(ep->event_private_data.size());
+      data.private_data = ep->event_private_data.empty() ? nullptr : ep->event_private_data.data();
+    }
+  } else if (event.is_dto_completion()) {
+    auto &data = out.event_data.dto_completion_event_data;
+    Ep *ep = find_ep(event.ep);
+    data.ep_handle = ep != nullptr ? ep->handle : DAT_HANDLE_NULL;
+    data.user_cookie.as_64 = event.cookie;
+    data.status = static_cast<DAT_DTO_COMPLETION_STATUS>(event.dto_status);
+    data.transfered_length = event.transfered_length;
+  } else if ((event.number & 0xf000u) == 0x8000u) {  // DAT_ASYNC_ERROR_*
+    Ep *ep = find_ep(event.ep);
+    out.event_data.asynch_error_event_data.dat_handle = ep != nullptr ? ep->handle : ia.handle;
+  }
+}
+
+void fill_evd_table(DAT_PROVIDER &p) {
+  p.evd_create_func = &evd_create;
+  p.evd_query_func = &evd_query;
+  p.evd_modify_cno_func = &evd_modify_cno;
+  p.evd_enable_func = &evd_set_enabled<true>;
+  p.evd_disable_func = &evd_set_enabled<false>;
+  p.evd_wait_func = &evd_wait;
+  p.evd_resize_func = &evd_resize;
+  p.evd_post_se_func = &evd_post_se;
+  p.evd_dequeue_func = &evd_dequeue;
+  p.evd_free_func = &evd_free;
+  p.evd_set_unwaitable_func = &evd_set_waitable<false>;
+  p.evd_clear_unwaitable_func = &evd_set_waitable<true>;
+  p.cno_create_func = &cno_create;
+  p.cno_modify_agent_func = &cno_modify_agent;
+  p.cno_query_func = &cno_query;
+  p.cno_free_func = &cno_free;
+  p.cno_wait_func = &cno_wait;
+  KDAT_NOT_IMPLEMENTED(p, cno_fd_create_func);
+  KDAT_NOT_IMPLEMENTED(p, cno_trigger_func);
+}
+
+}  // namespace kdat::dapl

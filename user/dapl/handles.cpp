@@ -1,0 +1,116 @@
+// The handle table: DAT handles are addresses of Slots that live as long as the library.
+//
+// The registry reads the first word of every handle (DAT_HANDLE_TO_PROVIDER) before the provider
+// sees it, so a handle's memory must stay valid after the object is freed: slots are allocated in
+// chunks that are never released, and a freed slot keeps its provider pointer.  A stale handle
+// therefore reaches this provider, which finds the slot retired and answers DAT_INVALID_HANDLE.
+// Retired slots are reused only after kQuarantine others have been retired since (FIFO), so a
+// stale handle is very unlikely to alias a new object soon after (DAT handles are pointers: some
+// reuse is inherent, as in every DAT provider).
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <unordered_set>
+
+#include "data_path.hpp"
+#include "provider.hpp"
+
+namespace kdat::dapl {
+namespace {
+
+constexpr std::uint32_t kLive = 0x6b646174;  // "kdat"
+constexpr std::size_t kQuarantine = 4096;
+constexpr std::size_t kChunk = 256;
+
+struct Slot {
+  const DAT_PROVIDER *provider = nullptr;  // must stay the first member
+  std::uint32_t magic = 0;
+  DAT_HANDLE_TYPE type = DAT_HANDLE_TYPE_IA;
+  std::shared_ptr<Object> object;
+};
+static_assert(offsetof(Slot, provider) == 0);
+
+struct Table {
+  std::mutex mutex;  // the provider lock
+  std::deque<std::unique_ptr<Slot[]>> chunks;
+  std::unordered_set<const void *> known;  // every slot ever handed out
+  std::deque<Slot *> retired;              // FIFO of reusable slots
+  std::size_t next_in_chunk = kChunk;
+};
+
+Table &table() {
+  static Table t;
+  return t;
+}
+
+Slot *slot_of(DAT_HANDLE handle) {
+  auto &t = table();
+  if (handle == nullptr || !t.known.contains(handle)) return nullptr;
+  return static_cast<Slot *>(handle);
+}
+
+Slot *new_slot() {
+  auto &t = table();
+  if (t.retired.size() > kQuarantine) {
+    Slot *s = t.retired.front();
+    t.retired.pop_front();
+    return s;
+  }
+  if (t.next_in_chunk == kChunk) {
+    t.chunks.push_back(std::make_unique<Slot[]>(kChunk));
+    t.next_in_chunk = 0;
+  }
+  Slot *s = &t.chunks.back()[t.next_in_chunk++];
+  t.known.insert(s);
+  return s;
+}
+
+}  // namespace
+
+std::unique_lock<std::mutex> lock_provider() { return std::unique_lock(table().mutex); }
+
+DAT_HANDLE publish(const Instance &instance, DAT_HANDLE_TYPE type, std::shared_ptr<Object> object) {
+  Slot *s = new_slot();
+  s->provider = &instance.provider;
+  s->type = type;
+  object->type = type;
+  object->handle = s;
+  s->object = std::move(object);
+  s->magic = kLive;
+  return s;
+}
+
+Object &lookup_any(DAT_HANDLE handle) {
+  Slot *s = slot_of(handle);
+  if (s == nullptr || s->magic != kLive || !s->object) fail(DAT_INVALID_HANDLE);
+  return *s->object;
+}
+
+Object &lookup(DAT_HANDLE handle, DAT_HANDLE_TYPE type, DAT_RETURN subtype) {
+  Slot *s = slot_of(handle);
+  if (s == nullptr || s->magic != kLive || s->type != type || !s->object)
+    fail(DAT_INVALID_HANDLE, subtype);
+  return *s->object;
+}
+
+std::shared_ptr<Object> share(DAT_HANDLE handle) {
+  Slot *s = slot_of(handle);
+  return s != nullptr && s->magic == kLive ? s->object : nullptr;
+}
+
+void retire(DAT_HANDLE handle) {
+  Slot *s = slot_of(handle);
+  if (s == nullptr || s->magic != kLive) return;
+  s->magic = 0;
+  auto object = std::move(s->object);  // destroyed after the slot is consistent
+  table().retired.push_back(s);
+  object.reset();
+}
+
+void drop_child(Object &object) {
+  if (object.ia != nullptr && object.ia != &object) object.ia->children.erase(&object);
+  retire(object.handle);
+}
+
+}  // namespace kdat::dapl

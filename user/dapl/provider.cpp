@@ -1,0 +1,414 @@
+// libdaplkdat: registration with the DAT registry, the IA, the PZ and the handle-level calls.
+//
+// The registry (libdat2) reads dat.conf, dlopens this library and calls dat_provider_init once
+// per dat.conf line that names it; each line becomes an Instance with its own DAT_PROVIDER table
+// whose device_name is the line's IA name (dat_ia_close looks the provider up by it).
+#include "provider.hpp"
+
+#include <arpa/inet.h>
+#include <sys/eventfd.h>
+
+#include <cstring>
+#include <list>
+#include <sstream>
+
+#include "data_path.hpp"
+
+namespace kdat::dapl {
+namespace {
+
+std::list<Instance> &instances() {
+  static std::list<Instance> list;  // stable addresses: handles point at their provider
+  return list;
+}
+
+const Instance *find_instance(const char *name) {
+  for (const auto &inst : instances())
+    if (inst.name == name) return &inst;
+  return nullptr;
+}
+
+// dat.conf ia_params: "NETDEV|IP [device=PATH]".
+struct Params {
+  std::string interface;
+  std::string device = kdat::Device::default_path;
+};
+
+Params parse_params(const std::string &text) {
+  Params p;
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) {
+    if (word.starts_with("device=")) {
+      p.device = word.substr(7);
+    } else if (p.interface.empty()) {
+      p.interface = word;
+    } else {
+      fail(DAT_PROVIDER_NOT_FOUND);  // a malformed dat.conf line names no usable IA
+    }
+  }
+  if (p.interface.empty()) fail(DAT_PROVIDER_NOT_FOUND);
+  return p;
+}
+
+void copy_name(char (&dst)[DAT_NAME_MAX_LENGTH], const std::string &src) {
+  std::memset(dst, 0, sizeof(dst));
+  std::strncpy(dst, src.c_str(), sizeof(dst) - 1);
+}
+
+Evd &make_async_evd(Ia &ia, DAT_COUNT qlen) {
+  auto &evd = make_child<Evd>(ia);
+  evd.flags = DAT_EVD_ASYNC_FLAG;
+  evd.qlen = qlen > 0 ? qlen : 1;
+  evd.wake = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (evd.wake.get() < 0) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+  return evd;
+}
+
+// Frees everything `ia` owns, dependants first (used by abrupt close and by a failed open).
+void free_children(Ia &ia) {
+  static constexpr DAT_HANDLE_TYPE order[] = {
+      DAT_HANDLE_TYPE_CR,  DAT_HANDLE_TYPE_RSP, DAT_HANDLE_TYPE_PSP, DAT_HANDLE_TYPE_EP,
+      DAT_HANDLE_TYPE_LMR, DAT_HANDLE_TYPE_EVD, DAT_HANDLE_TYPE_CNO, DAT_HANDLE_TYPE_PZ};
+  for (const auto type : order) {
+    std::vector<Object *> victims;
+    for (Object *o : ia.children)
+      if (o->type == type) victims.push_back(o);
+    for (Object *o : victims) {
+      if (type == DAT_HANDLE_TYPE_EP) {
+        free_ep(static_cast<Ep &>(*o));
+      } else if (type == DAT_HANDLE_TYPE_EVD) {
+        auto &evd = static_cast<Evd &>(*o);
+        evd.users = 0;
+        free_evd(evd, true);
+      } else {
+        drop_child(*o);
+      }
+    }
+  }
+  ia.async_evd = nullptr;
+}
+
+DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE *async_evd,
+                   DAT_IA_HANDLE *ia_handle) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    if (name == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+    if (async_evd == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (ia_handle == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    const Instance *inst = find_instance(name);
+    if (inst == nullptr) fail(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
+    const Params params = parse_params(inst->params);
+    // Each IA makes its own async EVD; sharing another IA's is not offered (README).
+    if (*async_evd != DAT_HANDLE_NULL && *async_evd != DAT_EVD_ASYNC_EXISTS) {
+      (void)lookup_as<Evd>(*async_evd, DAT_INVALID_HANDLE_EVD_ASYNC);
+      fail(DAT_NOT_IMPLEMENTED);
+    }
+    auto object = std::make_shared<Ia>(*inst, kdat::Device(params.device), params.interface);
+    Ia &ia = *object;
+    publish(*inst, DAT_HANDLE_TYPE_IA, std::move(object));
+    try {
+      if (*async_evd == DAT_HANDLE_NULL) {
+        ia.async_evd = &make_async_evd(ia, async_qlen);
+        ia.own_async_evd = true;
+        *async_evd = ia.async_evd->handle;
+      }
+    } catch (...) {
+      free_children(ia);
+      retire(ia.handle);
+      throw;
+    }
+    *ia_handle = ia.handle;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ia = lookup_as<Ia>(handle, DAT_INVALID_HANDLE_IA);
+    if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
+      fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (flags == DAT_CLOSE_GRACEFUL_FLAG) {
+      for (Object *o : ia.children) {
+        if (ia.own_async_evd && o == ia.async_evd) continue;
+        fail(DAT_INVALID_STATE, DAT_INVALID_STATE_IA_IN_USE);
+      }
+    }
+    for (Object *o : ia.children) {
+      if (o->type == DAT_HANDLE_TYPE_EVD && static_cast<Evd *>(o)->waiters > 0)
+        fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+      if (o->type == DAT_HANDLE_TYPE_CNO && static_cast<Cno *>(o)->waiters > 0)
+        fail(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE);
+    }
+    free_children(ia);
+    ia.kernel.close(kdat::CloseMode::abrupt);
+    retire(ia.handle);
+    return DAT_SUCCESS;
+  });
+}
+
+void fill_ia_attr(const Ia &ia, DAT_IA_ATTR_MASK, DAT_IA_ATTR &a) {
+  const auto &k = ia.attributes;
+  std::memset(&a, 0, sizeof(a));
+  copy_name(a.adapter_name, k.device_name);
+  copy_name(a.vendor_name, "kdat");
+  a.ia_address_ptr =
+      reinterpret_cast<DAT_IA_ADDRESS_PTR>(const_cast<sockaddr_storage *>(&ia.address));
+  a.max_eps = static_cast<DAT_COUNT>(k.max_eps);
+  a.max_dto_per_ep = static_cast<DAT_COUNT>(k.max_dtos);
+  a.max_rdma_read_per_ep_in = static_cast<DAT_COUNT>(k.max_rdma_read_in);
+  a.max_rdma_read_per_ep_out = static_cast<DAT_COUNT>(k.max_rdma_read_out);
+  a.max_evds = static_cast<DAT_COUNT>(k.max_eps);
+  a.max_evd_qlen = static_cast<DAT_COUNT>(k.max_evd_qlen);
+  a.max_iov_segments_per_dto = static_cast<DAT_COUNT>(k.max_iov);
+  a.max_pzs = static_cast<DAT_COUNT>(k.max_eps);
+  a.max_message_size = 1u << 31;
+  a.max_rdma_size = 1u << 31;
+  a.max_rdma_read_in = static_cast<DAT_COUNT>(k.max_rdma_read_in);
+  a.max_rdma_read_out = static_cast<DAT_COUNT>(k.max_rdma_read_out);
+  a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
+  a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
+  a.zb_supported = DAT_FALSE;
+  a.extension_supported = DAT_EXTENSION_NONE;
+}
+
+void fill_provider_attr(const Ia &ia, DAT_PROVIDER_ATTR &a) {
+  // DAT_PROVIDER_ATTR has a const array member: build it field by field in place.
+  std::memset(static_cast<void *>(&a), 0, sizeof(a));
+  copy_name(a.provider_name, "kdat");
+  a.provider_version_major = 0;
+  a.provider_version_minor = 1;
+  a.dapl_version_major = ia.instance->info.dapl_version_major;
+  a.dapl_version_minor = ia.instance->info.dapl_version_minor;
+  a.lmr_mem_types_supported = DAT_MEM_TYPE_VIRTUAL;
+  a.iov_ownership_on_return = DAT_IOV_CONSUMER;
+  a.dat_qos_supported = DAT_QOS_BEST_EFFORT;
+  a.completion_flags_supported = DAT_COMPLETION_DEFAULT_FLAG;
+  a.is_thread_safe = ia.instance->info.is_thread_safe;
+  a.max_private_data_size = static_cast<DAT_COUNT>(ia.attributes.max_connect_private_data);
+  a.supports_multipath = DAT_FALSE;
+  a.ep_creator = DAT_PSP_CREATES_EP_IFASKED;
+  a.pz_support = DAT_PZ_UNIQUE;
+  a.optimal_buffer_alignment = 64;
+  a.srq_supported = DAT_FALSE;
+  a.lmr_sync_req = DAT_FALSE;
+  a.dto_async_return_guaranteed = DAT_FALSE;
+  a.rdma_write_for_rdma_read_req = DAT_FALSE;
+  a.rmr_scope_supported = DAT_RMR_SCOPE_EP;
+  a.is_signal_safe = DAT_FALSE;
+  a.ha_supported = DAT_FALSE;
+  a.ha_loadbalancing = DAT_HA_LB_NONE;
+}
+
+DAT_RETURN ia_query(DAT_IA_HANDLE handle, DAT_EVD_HANDLE *async_evd, DAT_IA_ATTR_MASK ia_mask,
+                    DAT_IA_ATTR *ia_attr, DAT_PROVIDER_ATTR_MASK provider_mask,
+                    DAT_PROVIDER_ATTR *provider_attr) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ia = lookup_as<Ia>(handle, DAT_INVALID_HANDLE_IA);
+    if (ia_mask != 0 && ia_attr == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    if (provider_mask != 0 && provider_attr == nullptr)
+      fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+    if (async_evd != nullptr)
+      *async_evd = ia.async_evd != nullptr ? ia.async_evd->handle : DAT_HANDLE_NULL;
+    if (ia_attr != nullptr && ia_mask != 0) fill_ia_attr(ia, ia_mask, *ia_attr);
+    if (provider_attr != nullptr && provider_mask != 0) fill_provider_attr(ia, *provider_attr);
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN set_consumer_context(DAT_HANDLE handle, DAT_CONTEXT context) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    lookup_any(handle).context = context;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN get_consumer_context(DAT_HANDLE handle, DAT_CONTEXT *context) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &o = lookup_any(handle);
+    if (context == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    *context = o.context;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN get_handle_type(DAT_HANDLE handle, DAT_HANDLE_TYPE *type) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &o = lookup_any(handle);
+    if (type == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    *type = o.type;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN pz_create(DAT_IA_HANDLE handle, DAT_PZ_HANDLE *pz) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ia = lookup_as<Ia>(handle, DAT_INVALID_HANDLE_IA);
+    if (pz == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    auto domain = ia.data_path->make_protection_domain();
+    auto &made = make_child<Pz>(ia);
+    made.pd = std::move(domain);
+    *pz = made.handle;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN pz_query(DAT_PZ_HANDLE handle, DAT_PZ_PARAM_MASK mask, DAT_PZ_PARAM *param) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &pz = lookup_as<Pz>(handle, DAT_INVALID_HANDLE_PZ);
+    if (param == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if ((mask & ~DAT_PZ_FIELD_ALL) != 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    param->ia_handle = pz.ia->handle;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN pz_free(DAT_PZ_HANDLE handle) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &pz = lookup_as<Pz>(handle, DAT_INVALID_HANDLE_PZ);
+    if (pz.users > 0) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_PZ_IN_USE);
+    drop_child(pz);
+    return DAT_SUCCESS;
+  });
+}
+
+}  // namespace
+
+Ia::Ia(const Instance &inst, kdat::Device dev, std::string_view name)
+    : instance(&inst), device(std::move(dev)), kernel(device, name) {
+  ia = this;
+  attributes = kernel.query();
+  to_sockaddr(attributes.local_address, address);
+  data_path = make_data_path(*this);
+}
+
+Ia::~Ia() = default;
+Pz::~Pz() = default;
+Lmr::~Lmr() = default;
+
+kdat::Address to_address(const sockaddr *addr) {
+  if (addr == nullptr) fail(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
+  kdat::Address a;
+  if (addr->sa_family == AF_INET) {
+    sockaddr_in in{};
+    std::memcpy(&in, addr, sizeof(in));
+    a.raw.family = KDAT_AF_INET;
+    a.raw.port = ntohs(in.sin_port);
+    std::memcpy(a.raw.addr, &in.sin_addr, 4);
+  } else if (addr->sa_family == AF_INET6) {
+    sockaddr_in6 in6{};
+    std::memcpy(&in6, addr, sizeof(in6));
+    a.raw.family = KDAT_AF_INET6;
+    a.raw.port = ntohs(in6.sin6_port);
+    a.raw.scope_id = in6.sin6_scope_id;
+    std::memcpy(a.raw.addr, &in6.sin6_addr, 16);
+  } else {
+    fail(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_MALFORMED);
+  }
+  return a;
+}
+
+void to_sockaddr(const kdat::Address &address, sockaddr_storage &out) {
+  std::memset(&out, 0, sizeof(out));
+  if (address.raw.family == KDAT_AF_INET) {
+    auto *in = reinterpret_cast<sockaddr_in *>(&out);
+    in->sin_family = AF_INET;
+    in->sin_port = htons(address.raw.port);
+    std::memcpy(&in->sin_addr, address.raw.addr, 4);
+  } else if (address.raw.family == KDAT_AF_INET6) {
+    auto *in6 = reinterpret_cast<sockaddr_in6 *>(&out);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(address.raw.port);
+    in6->sin6_scope_id = address.raw.scope_id;
+    std::memcpy(&in6->sin6_addr, address.raw.addr, 16);
+  }
+}
+
+kdat::PrivateDataView private_data(DAT_COUNT size, const void *data, DAT_RETURN arg) {
+  if (size < 0 || (size > 0 && data == nullptr)) fail(DAT_INVALID_PARAMETER, arg);
+  if (size == 0) return {};
+  return {static_cast<const std::byte *>(data), static_cast<std::size_t>(size)};
+}
+
+void fill_provider_table(DAT_PROVIDER &p) {
+  p.ia_open_func = &ia_open;
+  p.ia_query_func = &ia_query;
+  p.ia_close_func = &ia_close;
+  p.set_consumer_context_func = &set_consumer_context;
+  p.get_consumer_context_func = &get_consumer_context;
+  p.get_handle_type_func = &get_handle_type;
+  p.pz_create_func = &pz_create;
+  p.pz_query_func = &pz_query;
+  p.pz_free_func = &pz_free;
+  fill_evd_table(p);
+  fill_connection_table(p);
+  fill_data_table(p);
+  // Not offered (README lists them): SRQs, CSPs, HA, extensions.
+  KDAT_NOT_IMPLEMENTED(p, ep_create_with_srq_func);
+  KDAT_NOT_IMPLEMENTED(p, ep_recv_query_func);
+  KDAT_NOT_IMPLEMENTED(p, ep_set_watermark_func);
+  KDAT_NOT_IMPLEMENTED(p, srq_create_func);
+  KDAT_NOT_IMPLEMENTED(p, srq_free_func);
+  KDAT_NOT_IMPLEMENTED(p, srq_post_recv_func);
+  KDAT_NOT_IMPLEMENTED(p, srq_query_func);
+  KDAT_NOT_IMPLEMENTED(p, srq_resize_func);
+  KDAT_NOT_IMPLEMENTED(p, srq_set_lw_func);
+  KDAT_NOT_IMPLEMENTED(p, csp_create_func);
+  KDAT_NOT_IMPLEMENTED(p, csp_query_func);
+  KDAT_NOT_IMPLEMENTED(p, csp_free_func);
+  KDAT_NOT_IMPLEMENTED(p, ep_common_connect_func);
+  KDAT_NOT_IMPLEMENTED(p, ia_ha_related_func);
+#ifdef DAT_EXTENSIONS
+  KDAT_NOT_IMPLEMENTED(p, handle_extendedop_func);
+#endif
+}
+
+}  // namespace kdat::dapl
+
+using kdat::dapl::Instance;
+
+extern "C" {
+
+// Called by the registry for each dat.conf line naming this library.
+__attribute__((visibility("default"))) void dat_provider_init(const DAT_PROVIDER_INFO *info,
+                                                              const char *instance_data) {
+  if (info == nullptr) return;
+  try {
+    auto lock = kdat::dapl::lock_provider();
+    auto &list = kdat::dapl::instances();
+    for (const auto &inst : list)
+      if (inst.name == info->ia_name) return;  // registered already
+    Instance &inst = list.emplace_back();
+    inst.info = *info;
+    inst.name = info->ia_name;
+    inst.params = instance_data != nullptr ? instance_data : "";
+    inst.provider.device_name = inst.name.c_str();
+    inst.provider.extension = nullptr;
+    kdat::dapl::fill_provider_table(inst.provider);
+    if (dat_registry_add_provider(&inst.provider, &inst.info) != DAT_SUCCESS) list.pop_back();
+  } catch (...) {  // nothing may escape into the registry: the IA just stays unknown
+  }
+}
+
+__attribute__((visibility("default"))) void dat_provider_fini(const DAT_PROVIDER_INFO *info) {
+  if (info == nullptr) return;
+  auto lock = kdat::dapl::lock_provider();
+  auto &list = kdat::dapl::instances();
+  for (auto it = list.begin(); it != list.end(); ++it) {
+    if (it->name == info->ia_name) {
+      (void)dat_registry_remove_provider(&it->provider, &it->info);
+      // The Instance stays: handles of this instance may still be looked at (and refused).
+      return;
+    }
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,275 @@
+// libdaplkdat: the DAT 2.0 provider over kdat.  Internal declarations shared by the provider's
+// translation units; nothing here is part of any public ABI (the library exports only
+// dat_provider_init and dat_provider_fini, see provider.cpp).
+//
+// Model.  Every DAT handle points at a Slot of the handle table (handles.cpp): its first word is
+// the DAT_PROVIDER pointer, as DAT_HANDLE_TO_PROVIDER requires, and the slot stays readable for
+// the library's lifetime, so a handle that was freed still reaches this provider and fails with
+// DAT_INVALID_HANDLE instead of crashing the registry.  The slot holds the object (shared_ptr:
+// a waiter keeps an EVD alive while it sleeps).  All provider state is guarded by one mutex
+// (`Lock`); only evd_wait and cno_wait drop it while they sleep.
+//
+// Connection management goes through libkdat (/dev/kdat: kernel EP state machine on rdma_cm).
+// Everything that moves data is behind DataPath (data_path.hpp), one per IA.
+#pragma once
+
+#include <dat2/udat.h>
+// (dat_registry.h needs udat.h first)
+#include <dat2/dat_registry.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <kdat/kdat.hpp>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace kdat::dapl {
+
+class DataPath;
+class QueuePair;
+
+inline constexpr DAT_RETURN error(DAT_RETURN type, DAT_RETURN subtype = 0) {
+  return DAT_CLASS_ERROR | type | subtype;
+}
+
+// A failure carrying a DAT return code, thrown inside the provider and turned into the return
+// value at the C boundary (guard()).
+struct Failure {
+  DAT_RETURN code;
+};
+[[noreturn]] inline void fail(DAT_RETURN type, DAT_RETURN subtype = 0) {
+  throw Failure{error(type, subtype)};
+}
+
+// One registered provider instance: a dat.conf line naming this library.
+struct Instance {
+  DAT_PROVIDER provider{};
+  DAT_PROVIDER_INFO info{};
+  std::string name;    // the IA name (dat.conf's first field), provider.device_name
+  std::string params;  // dat.conf's ia_params (see README: "NETDEV|IP [device=PATH]")
+};
+
+struct Ia;
+
+struct Object {
+  Object() = default;
+  Object(const Object &) = delete;
+  Object &operator=(const Object &) = delete;
+  virtual ~Object() = default;
+
+  DAT_HANDLE handle = nullptr;
+  DAT_HANDLE_TYPE type = DAT_HANDLE_TYPE_IA;
+  DAT_CONTEXT context{};
+  Ia *ia = nullptr;  // the owning IA (itself for an IA)
+};
+
+// ---- handle table (handles.cpp)
+
+// Everything the provider does holds this lock.
+std::unique_lock<std::mutex> lock_provider();
+
+// Registers `object` under a new handle owned by `instance`; sets object->handle.
+DAT_HANDLE publish(const Instance &instance, DAT_HANDLE_TYPE type, std::shared_ptr<Object> object);
+// The object behind `handle` if it is a live handle of this library of type `type`; otherwise
+// Failure(DAT_INVALID_HANDLE, subtype).
+Object &lookup(DAT_HANDLE handle, DAT_HANDLE_TYPE type, DAT_RETURN subtype);
+template <typename T>
+T &lookup_as(DAT_HANDLE handle, DAT_RETURN subtype) {
+  return static_cast<T &>(lookup(handle, T::kType, subtype));
+}
+// Any live object (for the context calls and get_handle_type).
+Object &lookup_any(DAT_HANDLE handle);
+std::shared_ptr<Object> share(DAT_HANDLE handle);
+// Retires the handle: later lookups fail; the object dies with its last shared_ptr.
+void retire(DAT_HANDLE handle);
+
+// ---- the objects
+
+struct Evd;
+struct Ep;
+struct Pz;
+struct Cno;
+
+class ProtectionDomain;
+class MemoryRegion;
+
+struct Pz : Object {
+  static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_PZ;
+  ~Pz() override;
+  int users = 0;                         // EPs and LMRs made with it
+  std::unique_ptr<ProtectionDomain> pd;  // the data path's; may be null
+};
+
+struct Cno : Object {
+  static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_CNO;
+  UniqueFd wake;  // eventfd: evd_post_se on a member EVD, cno_trigger
+  DAT_OS_WAIT_PROXY_AGENT agent{};
+  std::unordered_set<Evd *> evds;
+  int waiters = 0;
+};
+
+struct Evd : Object {
+  static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_EVD;
+  DAT_EVD_FLAGS flags{};
+  DAT_COUNT qlen = 0;
+  std::optional<kdat::Evd> kernel;  // connection and CR events (a kdat event ring)
+  std::deque<DAT_EVENT> local;      // software events; DTO completions once the data path exists
+  UniqueFd wake;                    // eventfd signalled when `local` grows
+  Cno *cno = nullptr;
+  bool enabled = true;
+  bool waitable = true;
+  int users = 0;    // EPs, PSPs and RSPs that feed it, IA async
+  int waiters = 0;  // threads in evd_wait
+};
+
+struct Ep : Object {
+  static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_EP;
+  explicit Ep(kdat::Endpoint endpoint) : kernel(std::move(endpoint)) {}
+  kdat::Endpoint kernel;
+  Pz *pz = nullptr;
+  Evd *recv_evd = nullptr;
+  Evd *request_evd = nullptr;
+  Evd *connect_evd = nullptr;
+  DAT_EP_ATTR attr{};
+  std::unique_ptr<QueuePair> qp;
+  std::vector<std::byte> event_private_data;  // of the last connection event (DAT lifetime rule)
+  sockaddr_storage local_address{};
+  sockaddr_storage remote_address{};
+};
+
+struct Psp : Object {
+  static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_PSP;
+  explicit Psp(kdat::Psp p) : kernel(std::move(p)) {}
+  kdat::Psp kernel;
+  DAT_CONN_QUAL conn_qual = 0;
+  Evd *evd = nullptr;
+  DAT_PSP_FLAGS flags{};
+};
+
+struct Rsp : Object {
+  static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_RSP;
+  explicit Rsp(kdat::Rsp r) : kernel(std::move(r)) {}
+  kdat::Rsp kernel;
+  DAT_CONN_QUAL conn_qual = 0;
+  Evd *evd = nullptr;
+  DAT_EP_HANDLE ep = nullptr;
+};
+
+struct Cr : Object {
+  static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_CR;
+  explicit Cr(kdat::ConnectionRequest r) : kernel(std::move(r)) {}
+  kdat::ConnectionRequest kernel;
+  DAT_HANDLE sp = nullptr;
+  DAT_CONN_QUAL conn_qual = 0;
+  DAT_EP_HANDLE ep = nullptr;        // the EP the request names (RSP, provider PSP)
+  bool provider_ep = false;          // ...made by the provider for a provider-flag PSP
+  std::optional<kdat::CrInfo> info;  // cr_query's answer, fetched once
+  sockaddr_storage remote_address{};
+};
+
+struct Lmr : Object {
+  static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_LMR;
+  ~Lmr() override;
+  std::unique_ptr<MemoryRegion> region;
+  Pz *pz = nullptr;
+  void *address = nullptr;
+  DAT_VLEN length = 0;
+  DAT_MEM_PRIV_FLAGS privileges{};
+  DAT_LMR_CONTEXT lmr_context = 0;
+  DAT_RMR_CONTEXT rmr_context = 0;
+  DAT_VLEN registered_length = 0;
+  DAT_VADDR registered_address = 0;
+};
+
+struct Ia : Object {
+  static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_IA;
+  Ia(const Instance &inst, kdat::Device dev, std::string_view name);
+  ~Ia() override;
+
+  const Instance *instance;
+  kdat::Device device;
+  kdat::Ia kernel;
+  IaAttributes attributes;
+  sockaddr_storage address{};
+  std::unique_ptr<DataPath> data_path;
+  Evd *async_evd = nullptr;
+  bool own_async_evd = false;
+  std::unordered_set<Object *> children;
+  // kernel handle -> provider object, to translate events
+  std::unordered_map<std::uint32_t, Evd *> evds;
+  std::unordered_map<std::uint32_t, Ep *> eps;
+  std::unordered_map<std::uint32_t, Object *> service_points;
+};
+
+// Creates a child object of `ia`, publishes it, and returns it.
+template <typename T, typename... Args>
+T &make_child(Ia &ia, Args &&...args) {
+  auto object = std::make_shared<T>(std::forward<Args>(args)...);
+  T &ref = *object;
+  ref.ia = &ia;
+  publish(*ia.instance, T::kType, std::move(object));
+  ia.children.insert(&ref);
+  return ref;
+}
+// Removes a child from its IA's books and retires its handle.
+void drop_child(Object &object);
+
+// ---- helpers
+
+// The C boundary: runs `body`, mapping Failure, kdat::Error and allocation failure to a
+// DAT_RETURN.  Never lets an exception out.
+template <typename Body>
+DAT_RETURN guard(Body &&body) noexcept {
+  try {
+    return body();
+  } catch (const Failure &f) {
+    return f.code;
+  } catch (const kdat::Error &e) {
+    return e.code().value;
+  } catch (const std::bad_alloc &) {
+    return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+  } catch (...) {
+    return error(DAT_INTERNAL_ERROR);
+  }
+}
+
+// sockaddr <-> kdat::Address.  to_address: Failure(DAT_INVALID_ADDRESS) for other families.
+kdat::Address to_address(const sockaddr *addr);
+void to_sockaddr(const kdat::Address &address, sockaddr_storage &out);
+
+// Private data a consumer hands over: (size, pointer) checked as DAT demands.
+kdat::PrivateDataView private_data(DAT_COUNT size, const void *data, DAT_RETURN arg);
+
+// Event translation (evd.cpp): the DAT form of a kdat event taken from `evd`.
+void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out);
+// Frees an EVD.  quiet (abrupt IA close): no errors, the kernel EVD goes with the IA.
+void free_evd(Evd &evd, bool quiet = false);
+// Frees an EP and everything that must go with it (evd refcounts, PZ).
+void free_ep(Ep &ep);
+// Wraps a kernel EP the provider made for a provider-flag PSP.
+Ep &adopt_ep(Ia &ia, std::uint32_t handle);
+
+// Answers DAT_NOT_IMPLEMENTED with the signature of the table slot it fills.
+template <typename F>
+struct NotImplemented;
+template <typename... A>
+struct NotImplemented<DAT_RETURN (*)(A...)> {
+  static DAT_RETURN call(A...) { return error(DAT_NOT_IMPLEMENTED); }
+};
+#define KDAT_NOT_IMPLEMENTED(p, field) (p).field = &NotImplemented<decltype((p).field)>::call
+
+// Entry points, grouped by unit; each returns a DAT_RETURN and never throws.
+void fill_provider_table(DAT_PROVIDER &provider);
+void fill_evd_table(DAT_PROVIDER &p);
+void fill_connection_table(DAT_PROVIDER &p);
+void fill_data_table(DAT_PROVIDER &p);
+
+}  // namespace kdat::dapl

@@ -1,0 +1,629 @@
+/*
+ * provider_check: drives a DAT provider through libdat2 (the registry) as a uDAPL consumer does,
+ * and checks the answers: connection management in one process (PSP, RSP, provider PSP, accept,
+ * reject, dup_connect, disconnect) and the error paths (bad, stale and wrong-type handles, bad
+ * parameters, state errors, NOT_IMPLEMENTED data path).  Run by tests/guest/test_dapl_provider.py:
+ *
+ *   DAT_OVERRIDE=build/user/dapl/dat.conf provider_check PROVIDER IP PORT
+ *   DAT_OVERRIDE=... provider_check --open-fails NAME TYPE     (host tests: no kdat.ko)
+ *
+ * Prints one line per check ("ok ..." / "FAIL ...") and "checks: N failed: M"; exits 0 only if
+ * every check passed.
+ */
+#include <arpa/inet.h>
+#include <dat2/udat.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int checks, failures;
+
+static const char *name_of(DAT_RETURN r) {
+  const char *major = "?", *minor = "";
+  dat_strerror(r, &major, &minor);
+  return major;
+}
+
+/* The return's type must be `want` (DAT_SUCCESS, DAT_INVALID_HANDLE, ...). */
+static int expect(const char *what, DAT_RETURN got, DAT_RETURN want) {
+  ++checks;
+  if (DAT_GET_TYPE(got) == DAT_GET_TYPE(want)) {
+    printf("ok   %-58s %s\n", what, name_of(got));
+    return 1;
+  }
+  ++failures;
+  printf("FAIL %-58s got %s (0x%x), want %s\n", what, name_of(got), got, name_of(want));
+  return 0;
+}
+
+static int truth(const char *what, int ok) {
+  ++checks;
+  if (!ok) ++failures;
+  printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+  return ok;
+}
+
+#define WAIT_US 10000000u /* 10 s: nothing here may hang */
+
+/* Waits for the next event on evd; returns its number (0 on error). */
+static DAT_EVENT_NUMBER next_event(DAT_EVD_HANDLE evd, DAT_EVENT *event) {
+  DAT_COUNT nmore = 0;
+  DAT_RETURN r = dat_evd_wait(evd, WAIT_US, 1, event, &nmore);
+  if (r != DAT_SUCCESS) {
+    printf("     (evd_wait: %s)\n", name_of(r));
+    return (DAT_EVENT_NUMBER)0;
+  }
+  return event->event_number;
+}
+
+/* provider_check --open-fails NAME TYPE: dat_ia_open(NAME) must fail with TYPE
+ * (PROVIDER_NOT_FOUND or INVALID_PARAMETER).  Host tests use it without kdat.ko. */
+static int open_fails(char *name, const char *type) {
+  DAT_RETURN want =
+      strcmp(type, "INVALID_PARAMETER") == 0 ? DAT_INVALID_PARAMETER : DAT_PROVIDER_NOT_FOUND;
+  DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+  DAT_RETURN r = dat_ia_open(name, 8, &async, &ia);
+  expect("ia_open fails cleanly", r, want);
+  /* the registry's own "not found" carries DAT_NAME_NOT_REGISTERED; the provider's has none */
+  truth("the provider answered (the registry loaded it)", r == (DAT_CLASS_ERROR | want));
+  truth("no IA and no async EVD handed out", ia == DAT_HANDLE_NULL && async == DAT_HANDLE_NULL);
+  printf("checks: %d failed: %d\n", checks, failures);
+  return failures == 0 ? 0 : 1;
+}
+
+/* A thread in evd_wait; it retries while the main thread's probe holds the EVD. */
+struct waiter {
+  DAT_EVD_HANDLE evd;
+  DAT_RETURN result;
+  DAT_EVENT event;
+};
+
+static int is_waiter_busy(DAT_RETURN r) {
+  return DAT_GET_TYPE(r) == DAT_INVALID_STATE &&
+         (r & DAT_SUBTYPE_MASK) == DAT_INVALID_STATE_EVD_WAITER;
+}
+
+static void *wait_thread(void *arg) {
+  struct waiter *w = arg;
+  DAT_COUNT nmore;
+  do {
+    w->result = dat_evd_wait(w->evd, WAIT_US, 1, &w->event, &nmore);
+  } while (is_waiter_busy(w->result));
+  return NULL;
+}
+
+/* Starts a waiter on evd and returns once it is the EVD's waiter (a probe wait is refused). */
+static int start_waiter(pthread_t *thread, struct waiter *w, DAT_EVD_HANDLE evd) {
+  DAT_EVENT ev;
+  DAT_COUNT nmore;
+  memset(w, 0, sizeof(*w));
+  w->evd = evd;
+  if (pthread_create(thread, NULL, wait_thread, w) != 0) return 0;
+  for (int i = 0; i < 5000; ++i)
+    if (is_waiter_busy(dat_evd_wait(evd, 1000, 1, &ev, &nmore))) return 1;
+  return 0;
+}
+
+static void threads(DAT_IA_HANDLE ia) {
+  DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
+  pthread_t thread;
+  struct waiter w;
+  DAT_EVENT se;
+  expect("evd_create (threads)",
+         dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG | DAT_EVD_DTO_FLAG, &evd),
+         DAT_SUCCESS);
+  if (!truth("a second thread waits on the EVD", start_waiter(&thread, &w, evd))) return;
+  expect("evd_free while another thread waits", dat_evd_free(evd), DAT_INVALID_STATE);
+  memset(&se, 0, sizeof(se));
+  se.event_number = DAT_SOFTWARE_EVENT;
+  se.event_data.software_event_data.pointer = &w;
+  expect("evd_post_se wakes the waiting thread", dat_evd_post_se(evd, &se), DAT_SUCCESS);
+  pthread_join(thread, NULL);
+  truth("the waiter got the software event",
+        w.result == DAT_SUCCESS && w.event.event_number == DAT_SOFTWARE_EVENT &&
+            w.event.event_data.software_event_data.pointer == &w);
+  if (truth("another waiter", start_waiter(&thread, &w, evd))) {
+    expect("evd_set_unwaitable", dat_evd_set_unwaitable(evd), DAT_SUCCESS);
+    pthread_join(thread, NULL);
+    expect("set_unwaitable ends the wait", w.result, DAT_INVALID_STATE);
+    expect("evd_wait on an unwaitable EVD", dat_evd_wait(evd, 1000, 1, &se, NULL),
+           DAT_INVALID_STATE);
+    expect("evd_clear_unwaitable", dat_evd_clear_unwaitable(evd), DAT_SUCCESS);
+  }
+  expect("evd_free (threads)", dat_evd_free(evd), DAT_SUCCESS);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "--open-fails") == 0) return open_fails(argv[2], argv[3]);
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s PROVIDER IP PORT\n", argv[0]);
+    return 2;
+  }
+  char *provider = argv[1];
+  DAT_CONN_QUAL port = (DAT_CONN_QUAL)strtoul(argv[3], NULL, 0);
+  struct sockaddr_in server = {0};
+  server.sin_family = AF_INET;
+  if (inet_pton(AF_INET, argv[2], &server.sin_addr) != 1) return 2;
+  DAT_IA_ADDRESS_PTR server_addr = (DAT_IA_ADDRESS_PTR)&server;
+
+  DAT_IA_HANDLE ia = DAT_HANDLE_NULL, ia2 = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE async = DAT_HANDLE_NULL, async2 = DAT_HANDLE_NULL;
+  DAT_EVENT ev;
+  DAT_COUNT nmore;
+
+  /* ---- IA */
+  expect("ia_open of an unknown provider", dat_ia_open("kdat-nonexistent", 8, &async, &ia),
+         DAT_PROVIDER_NOT_FOUND);
+  async = DAT_HANDLE_NULL;
+  if (!expect("ia_open", dat_ia_open(provider, 8, &async, &ia), DAT_SUCCESS)) goto out;
+  truth("ia_open made an async EVD", async != DAT_HANDLE_NULL);
+
+  DAT_IA_ATTR ia_attr;
+  DAT_PROVIDER_ATTR pr_attr;
+  expect("ia_query", dat_ia_query(ia, NULL, DAT_IA_ALL, &ia_attr, DAT_PROVIDER_FIELD_ALL, &pr_attr),
+         DAT_SUCCESS);
+  {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)ia_attr.ia_address_ptr;
+    truth("ia_query: the IA's address is the server's",
+          a != NULL && a->sin_family == AF_INET && a->sin_addr.s_addr == server.sin_addr.s_addr);
+    truth("ia_query: max_private_data_size > 0", pr_attr.max_private_data_size > 0);
+    truth("ia_query: max_eps >= 1000", ia_attr.max_eps >= 1000);
+  }
+
+  /* ---- PZ, EVDs */
+  DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE conn_evd, cr_evd, dto_evd, bad_evd = DAT_HANDLE_NULL;
+  expect("pz_create", dat_pz_create(ia, &pz), DAT_SUCCESS);
+  expect("evd_create qlen 0",
+         dat_evd_create(ia, 0, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &bad_evd),
+         DAT_INVALID_PARAMETER);
+  expect("evd_create flags 0", dat_evd_create(ia, 8, DAT_HANDLE_NULL, 0, &bad_evd),
+         DAT_INVALID_PARAMETER);
+  expect("evd_create connection",
+         dat_evd_create(ia, 64, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn_evd), DAT_SUCCESS);
+  expect("evd_create cr", dat_evd_create(ia, 64, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd),
+         DAT_SUCCESS);
+  expect("evd_create dto", dat_evd_create(ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &dto_evd),
+         DAT_SUCCESS);
+  expect("evd_dequeue on an empty EVD", dat_evd_dequeue(conn_evd, &ev), DAT_QUEUE_EMPTY);
+  expect("evd_wait times out", dat_evd_wait(conn_evd, 1000, 1, &ev, &nmore), DAT_TIMEOUT_EXPIRED);
+  expect("evd_wait threshold 0", dat_evd_wait(conn_evd, 1000, 0, &ev, &nmore),
+         DAT_INVALID_PARAMETER);
+
+  /* software events */
+  {
+    DAT_EVENT se;
+    memset(&se, 0, sizeof(se));
+    se.event_number = DAT_SOFTWARE_EVENT;
+    se.event_data.software_event_data.pointer = &se;
+    expect("evd_post_se", dat_evd_post_se(dto_evd, &se), DAT_SUCCESS);
+    expect("evd_wait gets the software event", dat_evd_wait(dto_evd, WAIT_US, 1, &ev, &nmore),
+           DAT_SUCCESS);
+    truth("software event: number, evd and pointer round-trip",
+          ev.event_number == DAT_SOFTWARE_EVENT && ev.evd_handle == dto_evd &&
+              ev.event_data.software_event_data.pointer == &se);
+    se.event_number = DAT_CONNECTION_EVENT_ESTABLISHED;
+    expect("evd_post_se of a non-software event", dat_evd_post_se(dto_evd, &se),
+           DAT_INVALID_PARAMETER);
+  }
+
+  threads(ia);
+
+  /* ---- EP create: handle and type checks */
+  DAT_EP_HANDLE ep = DAT_HANDLE_NULL, bad_ep = DAT_HANDLE_NULL;
+  expect("ep_create: a CR EVD as connect EVD",
+         dat_ep_create(ia, pz, dto_evd, dto_evd, cr_evd, NULL, &bad_ep), DAT_INVALID_HANDLE);
+  expect("ep_create: an EVD as PZ",
+         dat_ep_create(ia, conn_evd, dto_evd, dto_evd, conn_evd, NULL, &bad_ep),
+         DAT_INVALID_HANDLE);
+  expect("ep_create: a connection EVD as recv EVD",
+         dat_ep_create(ia, pz, conn_evd, dto_evd, conn_evd, NULL, &bad_ep), DAT_INVALID_HANDLE);
+  expect("ep_create", dat_ep_create(ia, pz, dto_evd, dto_evd, conn_evd, NULL, &ep), DAT_SUCCESS);
+  {
+    DAT_HANDLE_TYPE type = DAT_HANDLE_TYPE_IA;
+    DAT_CONTEXT ctx = {0}, back = {0};
+    expect("get_handle_type(ep)", dat_get_handle_type(ep, &type), DAT_SUCCESS);
+    truth("get_handle_type(ep) is EP", type == DAT_HANDLE_TYPE_EP);
+    expect("get_handle_type(pz)", dat_get_handle_type(pz, &type), DAT_SUCCESS);
+    truth("get_handle_type(pz) is PZ", type == DAT_HANDLE_TYPE_PZ);
+    ctx.as_64 = 0x1234567890ull;
+    expect("set_consumer_context(ep)", dat_set_consumer_context(ep, ctx), DAT_SUCCESS);
+    expect("get_consumer_context(ep)", dat_get_consumer_context(ep, &back), DAT_SUCCESS);
+    truth("consumer context round-trips", back.as_64 == ctx.as_64);
+  }
+  {
+    DAT_EP_STATE state = DAT_EP_STATE_CONNECTED;
+    DAT_BOOLEAN in_idle, out_idle;
+    DAT_EP_PARAM param;
+    expect("ep_get_status", dat_ep_get_status(ep, &state, &in_idle, &out_idle), DAT_SUCCESS);
+    truth("new EP is UNCONNECTED", state == DAT_EP_STATE_UNCONNECTED);
+    expect("ep_query", dat_ep_query(ep, DAT_EP_FIELD_ALL, &param), DAT_SUCCESS);
+    truth("ep_query: state and EVDs",
+          param.ep_state == DAT_EP_STATE_UNCONNECTED && param.connect_evd_handle == conn_evd &&
+              param.recv_evd_handle == dto_evd && param.pz_handle == pz);
+  }
+  expect("evd_free of an EVD an EP uses", dat_evd_free(conn_evd), DAT_INVALID_STATE);
+  expect("pz_free of a PZ an EP uses", dat_pz_free(pz), DAT_INVALID_STATE);
+
+  /* ---- data path: memory registration is real (verbs PD/MR); posting is not implemented yet */
+  static char buf[4096];
+  DAT_LMR_HANDLE keep_lmr = DAT_HANDLE_NULL; /* left for the abrupt IA close to free */
+  {
+    DAT_REGION_DESCRIPTION region;
+    DAT_LMR_HANDLE lmr = DAT_HANDLE_NULL;
+    DAT_LMR_CONTEXT lctx = 0;
+    DAT_RMR_CONTEXT rctx = 0;
+    DAT_VLEN rlen = 0;
+    DAT_VADDR raddr = 0;
+    DAT_LMR_TRIPLET iov = {0};
+    DAT_DTO_COOKIE cookie = {0};
+    DAT_PZ_HANDLE pz2 = DAT_HANDLE_NULL;
+    DAT_LMR_PARAM lp;
+    region.for_va = NULL;
+    expect("lmr_create of NULL memory",
+           dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(buf), pz, DAT_MEM_PRIV_ALL_FLAG,
+                          DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &rlen, &raddr),
+           DAT_INVALID_PARAMETER);
+    region.for_va = buf;
+    expect("lmr_create with an EVD as PZ",
+           dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(buf), conn_evd,
+                          DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &rlen, &raddr),
+           DAT_INVALID_HANDLE);
+    expect("pz_create (LMRs)", dat_pz_create(ia, &pz2), DAT_SUCCESS);
+    expect("lmr_create (verbs MR)",
+           dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(buf), pz2, DAT_MEM_PRIV_ALL_FLAG,
+                          DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &rlen, &raddr),
+           DAT_SUCCESS);
+    truth("lmr_create: registered the buffer",
+          rlen >= sizeof(buf) && raddr <= (DAT_VADDR)(uintptr_t)buf && lctx != 0);
+    expect("lmr_query", dat_lmr_query(lmr, DAT_LMR_FIELD_ALL, &lp), DAT_SUCCESS);
+    truth("lmr_query: keys, PZ, address", lp.lmr_context == lctx && lp.rmr_context == rctx &&
+                                              lp.pz_handle == pz2 && lp.region_desc.for_va == buf &&
+                                              lp.length == sizeof(buf));
+    expect("pz_free of a PZ an LMR uses", dat_pz_free(pz2), DAT_INVALID_STATE);
+    expect("lmr_free", dat_lmr_free(lmr), DAT_SUCCESS);
+    expect("lmr_free of a freed LMR", dat_lmr_free(lmr), DAT_INVALID_HANDLE);
+    expect("pz_free (LMRs)", dat_pz_free(pz2), DAT_SUCCESS);
+    expect("lmr_create (kept until IA close)",
+           dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(buf), pz, DAT_MEM_PRIV_ALL_FLAG,
+                          DAT_VA_TYPE_VA, &keep_lmr, &lctx, &rctx, &rlen, &raddr),
+           DAT_SUCCESS);
+    iov.lmr_context = lctx;
+    iov.virtual_address = (DAT_VADDR)(uintptr_t)buf;
+    iov.segment_length = 64;
+    expect("ep_post_recv (data path)",
+           dat_ep_post_recv(ep, 1, &iov, cookie, DAT_COMPLETION_DEFAULT_FLAG), DAT_NOT_IMPLEMENTED);
+    expect("ep_post_send (data path)",
+           dat_ep_post_send(ep, 1, &iov, cookie, DAT_COMPLETION_DEFAULT_FLAG), DAT_NOT_IMPLEMENTED);
+    expect("ep_post_send on a PZ handle",
+           dat_ep_post_send(pz, 1, &iov, cookie, DAT_COMPLETION_DEFAULT_FLAG), DAT_INVALID_HANDLE);
+  }
+
+  /* ---- connect errors */
+  expect("ep_connect to a NULL address",
+         dat_ep_connect(ep, NULL, port, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
+                        DAT_CONNECT_DEFAULT_FLAG),
+         DAT_INVALID_PARAMETER);
+  expect("ep_connect with private data size -1",
+         dat_ep_connect(ep, server_addr, port, WAIT_US, -1, NULL, DAT_QOS_BEST_EFFORT,
+                        DAT_CONNECT_DEFAULT_FLAG),
+         DAT_INVALID_PARAMETER);
+  {
+    char big[1024] = {0};
+    expect("ep_connect with too much private data",
+           dat_ep_connect(ep, server_addr, port, WAIT_US, sizeof(big), big, DAT_QOS_BEST_EFFORT,
+                          DAT_CONNECT_DEFAULT_FLAG),
+           DAT_LENGTH_ERROR);
+  }
+  expect("ep_connect with an unsupported QoS",
+         dat_ep_connect(ep, server_addr, port, WAIT_US, 0, NULL, DAT_QOS_PREMIUM,
+                        DAT_CONNECT_DEFAULT_FLAG),
+         DAT_MODEL_NOT_SUPPORTED);
+  /* nobody listens on port+9: the connect is refused by the remote CM */
+  expect("ep_connect to a port nobody listens on",
+         dat_ep_connect(ep, server_addr, port + 9, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
+                        DAT_CONNECT_DEFAULT_FLAG),
+         DAT_SUCCESS);
+  {
+    DAT_EVENT_NUMBER n = next_event(conn_evd, &ev);
+    truth("...ends in a rejection or unreachable event for that EP",
+          (n == DAT_CONNECTION_EVENT_NON_PEER_REJECTED || n == DAT_CONNECTION_EVENT_UNREACHABLE ||
+           n == DAT_CONNECTION_EVENT_PEER_REJECTED) &&
+              ev.event_data.connect_event_data.ep_handle == ep);
+    printf("     (event 0x%x)\n", n);
+  }
+  expect("ep_reset", dat_ep_reset(ep), DAT_SUCCESS);
+
+  /* ---- PSP: consumer EPs, accept with private data */
+  DAT_PSP_HANDLE psp = DAT_HANDLE_NULL, psp2 = DAT_HANDLE_NULL;
+  expect("psp_create with a connection EVD",
+         dat_psp_create(ia, port, conn_evd, DAT_PSP_CONSUMER_FLAG, &psp2), DAT_INVALID_HANDLE);
+  expect("psp_create", dat_psp_create(ia, port, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), DAT_SUCCESS);
+  expect("psp_create on a port in use",
+         dat_psp_create(ia, port, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp2), DAT_CONN_QUAL_IN_USE);
+  {
+    DAT_PSP_PARAM pp;
+    expect("psp_query", dat_psp_query(psp, DAT_PSP_FIELD_ALL, &pp), DAT_SUCCESS);
+    truth("psp_query: qualifier and EVD", pp.conn_qual == port && pp.evd_handle == cr_evd);
+  }
+  DAT_EP_HANDLE srv_ep = DAT_HANDLE_NULL;
+  expect("ep_create (server side)",
+         dat_ep_create(ia, pz, dto_evd, dto_evd, conn_evd, NULL, &srv_ep), DAT_SUCCESS);
+  const char hello[] = "hello from the client";
+  const char welcome[] = "welcome";
+  expect("ep_connect with private data",
+         dat_ep_connect(ep, server_addr, port, WAIT_US, sizeof(hello), (DAT_PVOID)hello,
+                        DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+         DAT_SUCCESS);
+  DAT_CR_HANDLE cr = DAT_HANDLE_NULL;
+  if (truth("CR event arrives on the CR EVD",
+            next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT)) {
+    cr = ev.event_data.cr_arrival_event_data.cr_handle;
+    truth("CR event: PSP, qualifier",
+          ev.event_data.cr_arrival_event_data.sp_handle.psp_handle == psp &&
+              ev.event_data.cr_arrival_event_data.conn_qual == port);
+    DAT_CR_PARAM cp;
+    expect("cr_query", dat_cr_query(cr, DAT_CR_FIELD_ALL, &cp), DAT_SUCCESS);
+    truth("cr_query: private data byte-exact",
+          cp.private_data_size == (DAT_COUNT)sizeof(hello) &&
+              memcmp(cp.private_data, hello, sizeof(hello)) == 0);
+    truth("cr_query: remote address",
+          cp.remote_ia_address_ptr != NULL &&
+              ((struct sockaddr_in *)cp.remote_ia_address_ptr)->sin_addr.s_addr ==
+                  server.sin_addr.s_addr);
+    expect("cr_accept on an EVD handle", dat_cr_accept(cr, cr_evd, 0, NULL), DAT_INVALID_HANDLE);
+    expect("cr_accept with private data",
+           dat_cr_accept(cr, srv_ep, sizeof(welcome), (DAT_PVOID)welcome), DAT_SUCCESS);
+    expect("cr_accept of a spent (freed) CR", dat_cr_accept(cr, srv_ep, 0, NULL),
+           DAT_INVALID_HANDLE);
+    expect("cr_query of a spent CR", dat_cr_query(cr, DAT_CR_FIELD_ALL, &cp), DAT_INVALID_HANDLE);
+  }
+  /* both EPs share conn_evd: two ESTABLISHED events, one each */
+  {
+    int client_ok = 0, server_ok = 0;
+    for (int i = 0; i < 2; ++i) {
+      if (next_event(conn_evd, &ev) != DAT_CONNECTION_EVENT_ESTABLISHED) break;
+      DAT_CONNECTION_EVENT_DATA *d = &ev.event_data.connect_event_data;
+      if (d->ep_handle == ep)
+        client_ok = d->private_data_size == (DAT_COUNT)sizeof(welcome) &&
+                    memcmp(d->private_data, welcome, sizeof(welcome)) == 0;
+      if (d->ep_handle == srv_ep) server_ok = 1;
+    }
+    truth("client ESTABLISHED with the accept's private data", client_ok);
+    truth("server ESTABLISHED", server_ok);
+    DAT_EP_STATE state;
+    dat_ep_get_status(ep, &state, NULL, NULL);
+    truth("client EP is CONNECTED", state == DAT_EP_STATE_CONNECTED);
+    DAT_EP_PARAM param;
+    expect("ep_query (connected)", dat_ep_query(srv_ep, DAT_EP_FIELD_ALL, &param), DAT_SUCCESS);
+    truth("ep_query: CONNECTED, remote address set",
+          param.ep_state == DAT_EP_STATE_CONNECTED && param.remote_ia_address_ptr != NULL &&
+              ((struct sockaddr_in *)param.remote_ia_address_ptr)->sin_family == AF_INET);
+  }
+  expect("ep_connect on a connected EP",
+         dat_ep_connect(ep, server_addr, port, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
+                        DAT_CONNECT_DEFAULT_FLAG),
+         DAT_INVALID_STATE);
+
+  /* dup_connect: a second connection to where `ep` is connected */
+  {
+    DAT_EP_HANDLE dup = DAT_HANDLE_NULL, dup_srv = DAT_HANDLE_NULL;
+    dat_ep_create(ia, pz, dto_evd, dto_evd, conn_evd, NULL, &dup);
+    dat_ep_create(ia, pz, dto_evd, dto_evd, conn_evd, NULL, &dup_srv);
+    expect("ep_dup_connect with a PZ as dup",
+           dat_ep_dup_connect(dup, pz, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT), DAT_INVALID_HANDLE);
+    expect("ep_dup_connect", dat_ep_dup_connect(dup, ep, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT),
+           DAT_SUCCESS);
+    if (truth("dup_connect: CR on the same PSP",
+              next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT &&
+                  ev.event_data.cr_arrival_event_data.sp_handle.psp_handle == psp)) {
+      expect("cr_accept (dup)",
+             dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, dup_srv, 0, NULL),
+             DAT_SUCCESS);
+      int n = 0;
+      for (int i = 0; i < 2; ++i)
+        n += next_event(conn_evd, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED;
+      truth("dup_connect: both ends ESTABLISHED", n == 2);
+    }
+    expect("ep_free (connected dup)", dat_ep_free(dup), DAT_SUCCESS);
+    /* the peer sees the abrupt teardown */
+    truth("peer of a freed EP gets DISCONNECTED",
+          next_event(conn_evd, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED &&
+              ev.event_data.connect_event_data.ep_handle == dup_srv);
+    expect("ep_free (server dup)", dat_ep_free(dup_srv), DAT_SUCCESS);
+  }
+
+  expect("ep_disconnect with bad flags", dat_ep_disconnect(ep, 7), DAT_INVALID_PARAMETER);
+  expect("ep_disconnect graceful", dat_ep_disconnect(ep, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
+  {
+    int n = 0;
+    for (int i = 0; i < 2; ++i) {
+      if (next_event(conn_evd, &ev) != DAT_CONNECTION_EVENT_DISCONNECTED) break;
+      n += ev.event_data.connect_event_data.ep_handle == ep ||
+           ev.event_data.connect_event_data.ep_handle == srv_ep;
+    }
+    truth("both ends DISCONNECTED", n == 2);
+  }
+
+  /* ---- reject with private data */
+  {
+    const char no[] = "go away";
+    expect("ep_reset after disconnect", dat_ep_reset(ep), DAT_SUCCESS);
+    expect("ep_connect (to be rejected)",
+           dat_ep_connect(ep, server_addr, port, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
+                          DAT_CONNECT_DEFAULT_FLAG),
+           DAT_SUCCESS);
+    if (next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT) {
+      DAT_CR_HANDLE rcr = ev.event_data.cr_arrival_event_data.cr_handle;
+      expect("cr_reject with private data size -1", dat_cr_reject(rcr, -1, NULL),
+             DAT_INVALID_PARAMETER);
+      expect("cr_reject with private data", dat_cr_reject(rcr, sizeof(no), (DAT_PVOID)no),
+             DAT_SUCCESS);
+      expect("cr_reject of a spent CR", dat_cr_reject(rcr, 0, NULL), DAT_INVALID_HANDLE);
+    }
+    truth("client gets PEER_REJECTED",
+          next_event(conn_evd, &ev) == DAT_CONNECTION_EVENT_PEER_REJECTED &&
+              ev.event_data.connect_event_data.ep_handle == ep);
+  }
+
+  /* ---- RSP: the request names its EP; accept without one */
+  {
+    DAT_EP_HANDLE rsp_ep = DAT_HANDLE_NULL, cl = DAT_HANDLE_NULL;
+    DAT_RSP_HANDLE rsp = DAT_HANDLE_NULL;
+    dat_ep_create(ia, pz, dto_evd, dto_evd, conn_evd, NULL, &rsp_ep);
+    dat_ep_create(ia, pz, dto_evd, dto_evd, conn_evd, NULL, &cl);
+    expect("rsp_create", dat_rsp_create(ia, port + 1, rsp_ep, cr_evd, &rsp), DAT_SUCCESS);
+    DAT_EP_STATE state;
+    dat_ep_get_status(rsp_ep, &state, NULL, NULL);
+    truth("RSP's EP is RESERVED", state == DAT_EP_STATE_RESERVED);
+    dat_ep_connect(cl, server_addr, port + 1, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
+                   DAT_CONNECT_DEFAULT_FLAG);
+    if (truth("RSP: CR arrives", next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT)) {
+      DAT_CR_PARAM cp;
+      DAT_CR_HANDLE rcr = ev.event_data.cr_arrival_event_data.cr_handle;
+      truth("RSP: CR names the RSP",
+            ev.event_data.cr_arrival_event_data.sp_handle.rsp_handle == rsp);
+      dat_cr_query(rcr, DAT_CR_FIELD_ALL, &cp);
+      truth("RSP: cr_query names the reserved EP", cp.local_ep_handle == rsp_ep);
+      expect("cr_accept without an EP (RSP)", dat_cr_accept(rcr, DAT_HANDLE_NULL, 0, NULL),
+             DAT_SUCCESS);
+      int n = 0;
+      for (int i = 0; i < 2; ++i)
+        n += next_event(conn_evd, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED;
+      truth("RSP: both ends ESTABLISHED", n == 2);
+    }
+    expect("rsp_free", dat_rsp_free(rsp), DAT_SUCCESS);
+    expect("rsp_free again (stale handle)", dat_rsp_free(rsp), DAT_INVALID_HANDLE);
+    dat_ep_disconnect(cl, DAT_CLOSE_ABRUPT_FLAG);
+    for (int i = 0; i < 2; ++i) next_event(conn_evd, &ev);
+    expect("ep_free (RSP's EP)", dat_ep_free(rsp_ep), DAT_SUCCESS);
+    expect("ep_free (RSP client)", dat_ep_free(cl), DAT_SUCCESS);
+  }
+
+  /* ---- provider PSP: the provider makes the EP */
+  {
+    DAT_PSP_HANDLE ppsp = DAT_HANDLE_NULL;
+    DAT_EP_HANDLE cl = DAT_HANDLE_NULL;
+    expect("psp_create with a bad flag", dat_psp_create(ia, port + 2, cr_evd, 7, &ppsp),
+           DAT_INVALID_PARAMETER);
+    expect("psp_create (provider flag)",
+           dat_psp_create(ia, port + 2, cr_evd, DAT_PSP_PROVIDER_FLAG, &ppsp), DAT_SUCCESS);
+    dat_ep_create(ia, pz, dto_evd, dto_evd, conn_evd, NULL, &cl);
+    dat_ep_connect(cl, server_addr, port + 2, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
+                   DAT_CONNECT_DEFAULT_FLAG);
+    if (truth("provider PSP: CR arrives",
+              next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT)) {
+      DAT_CR_PARAM cp;
+      DAT_CR_HANDLE pcr = ev.event_data.cr_arrival_event_data.cr_handle;
+      dat_cr_query(pcr, DAT_CR_FIELD_ALL, &cp);
+      DAT_HANDLE_TYPE type = DAT_HANDLE_TYPE_IA;
+      truth("provider PSP: the CR names an EP the provider made",
+            cp.local_ep_handle != DAT_HANDLE_NULL &&
+                dat_get_handle_type(cp.local_ep_handle, &type) == DAT_SUCCESS &&
+                type == DAT_HANDLE_TYPE_EP);
+      expect("cr_accept without an EP (provider PSP)", dat_cr_accept(pcr, DAT_HANDLE_NULL, 0, NULL),
+             DAT_SUCCESS);
+      /* the provider's EP reports to the PSP's EVD (kdat links it there) */
+      truth("provider PSP: server ESTABLISHED on the PSP's EVD",
+            next_event(cr_evd, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED &&
+                ev.event_data.connect_event_data.ep_handle == cp.local_ep_handle);
+      truth("provider PSP: client ESTABLISHED",
+            next_event(conn_evd, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED &&
+                ev.event_data.connect_event_data.ep_handle == cl);
+      DAT_EP_PARAM param;
+      dat_ep_query(cp.local_ep_handle, DAT_EP_FIELD_ALL, &param);
+      truth("provider PSP: ep_query of the provider's EP: CONNECTED, connect EVD = PSP's",
+            param.ep_state == DAT_EP_STATE_CONNECTED && param.connect_evd_handle == cr_evd);
+      dat_ep_disconnect(cl, DAT_CLOSE_ABRUPT_FLAG);
+      next_event(conn_evd, &ev);
+      next_event(cr_evd, &ev);
+      expect("ep_free (provider-made EP)", dat_ep_free(cp.local_ep_handle), DAT_SUCCESS);
+    }
+    dat_ep_free(cl);
+    expect("psp_free (provider flag)", dat_psp_free(ppsp), DAT_SUCCESS);
+  }
+
+  /* ---- CNO */
+  {
+    DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE cevd = DAT_HANDLE_NULL, got = DAT_HANDLE_NULL;
+    DAT_EVENT se;
+    expect("cno_create", dat_cno_create(ia, DAT_OS_WAIT_PROXY_AGENT_NULL, &cno), DAT_SUCCESS);
+    expect("evd_create with a CNO",
+           dat_evd_create(ia, 8, cno, DAT_EVD_SOFTWARE_FLAG | DAT_EVD_DTO_FLAG, &cevd),
+           DAT_SUCCESS);
+    expect("cno_wait times out", dat_cno_wait(cno, 1000, &got), DAT_TIMEOUT_EXPIRED);
+    memset(&se, 0, sizeof(se));
+    se.event_number = DAT_SOFTWARE_EVENT;
+    dat_evd_post_se(cevd, &se);
+    expect("cno_wait", dat_cno_wait(cno, WAIT_US, &got), DAT_SUCCESS);
+    truth("cno_wait names the EVD with the event", got == cevd);
+    expect("cno_free while an EVD uses it", dat_cno_free(cno), DAT_INVALID_STATE);
+    expect("evd_dequeue (CNO's EVD)", dat_evd_dequeue(cevd, &ev), DAT_SUCCESS);
+    expect("evd_free (CNO's EVD)", dat_evd_free(cevd), DAT_SUCCESS);
+    expect("cno_free", dat_cno_free(cno), DAT_SUCCESS);
+  }
+
+  /* ---- stale handles */
+  expect("ep_free (server EP)", dat_ep_free(srv_ep), DAT_SUCCESS);
+  expect("ep_free of a freed EP", dat_ep_free(srv_ep), DAT_INVALID_HANDLE);
+  {
+    DAT_EP_PARAM param;
+    expect("ep_query of a freed EP", dat_ep_query(srv_ep, DAT_EP_FIELD_ALL, &param),
+           DAT_INVALID_HANDLE);
+    expect("ep_connect of a freed EP",
+           dat_ep_connect(srv_ep, server_addr, port, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
+                          DAT_CONNECT_DEFAULT_FLAG),
+           DAT_INVALID_HANDLE);
+  }
+  expect("evd_free of the async EVD", dat_evd_free(async), DAT_INVALID_STATE);
+  expect("ep_query(NULL) (registry)", dat_ep_query(DAT_HANDLE_NULL, DAT_EP_FIELD_ALL, NULL),
+         DAT_INVALID_HANDLE);
+  expect("cr_accept(NULL) (registry)", dat_cr_accept(DAT_HANDLE_NULL, ep, 0, NULL),
+         DAT_INVALID_HANDLE);
+
+  /* ---- IA close: graceful refuses while objects live; abrupt frees them */
+  expect("ia_close graceful with objects", dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG),
+         DAT_INVALID_STATE);
+  {
+    DAT_EVD_HANDLE shared = async;
+    DAT_IA_HANDLE ia3 = DAT_HANDLE_NULL;
+    expect("ia_open with another IA's async EVD", dat_ia_open(provider, 8, &shared, &ia3),
+           DAT_NOT_IMPLEMENTED);
+  }
+  {
+    /* IA handles are the registry's small integers, mapped to the provider's */
+    DAT_HANDLE_TYPE type = DAT_HANDLE_TYPE_EP;
+    expect("get_handle_type(ia)", dat_get_handle_type(ia, &type), DAT_SUCCESS);
+    truth("get_handle_type(ia) is IA", type == DAT_HANDLE_TYPE_IA);
+  }
+  /* a second IA keeps the provider loaded while the first is closed abruptly */
+  expect("ia_open (second IA)", dat_ia_open(provider, 8, &async2, &ia2), DAT_SUCCESS);
+  expect("ep_create on IA 2 with IA 1's EVD",
+         dat_ep_create(ia2, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, conn_evd, NULL,
+                       &bad_ep),
+         DAT_INVALID_HANDLE);
+  expect("ia_close abrupt with objects", dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+  {
+    DAT_EP_PARAM param;
+    expect("ep_query of an EP an abrupt IA close freed", dat_ep_query(ep, DAT_EP_FIELD_ALL, &param),
+           DAT_INVALID_HANDLE);
+    expect("evd_wait on an EVD an abrupt IA close freed",
+           dat_evd_wait(conn_evd, 1000, 1, &ev, &nmore), DAT_INVALID_HANDLE);
+    expect("psp_free of a PSP an abrupt IA close freed", dat_psp_free(psp), DAT_INVALID_HANDLE);
+    expect("lmr_free of an LMR an abrupt IA close freed", dat_lmr_free(keep_lmr),
+           DAT_INVALID_HANDLE);
+  }
+  expect("ia_close of a closed IA (registry)", dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG),
+         DAT_INVALID_HANDLE);
+  expect("ia_close graceful (second IA, nothing left)", dat_ia_close(ia2, DAT_CLOSE_GRACEFUL_FLAG),
+         DAT_SUCCESS);
+
+out:
+  printf("checks: %d failed: %d\n", checks, failures);
+  return failures == 0 && checks > 0 ? 0 : 1;
+}
