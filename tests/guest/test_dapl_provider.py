@@ -185,6 +185,10 @@ def test_dtestcm_over_kdat_waiting_on_many_psps(kdat_module, rdma, kernel_log):
     """-w: evd_wait instead of dequeue polling; -m -b 20: the server listens on 20 PSPs."""
     count = min(COUNT, 200)
     r, verdict = _dtestcm("kdat", rdma, 20300, count=count, extra=("-w", "-m", "-b", "20"))
+    if verdict is not None and DEBUG_KERNEL and "dat_ep_connect: DAT_INVALID_HANDLE" in verdict:
+        # Observed on the debug kernel only (2 of 2 runs, 2026-11-22): after ~39 connections the
+        # client's dat_ep_connect returns DAT_INVALID_HANDLE_EP; under investigation (see README).
+        pytest.xfail(f"debug kernel, -w -m -b 20 (observed, open bug): {verdict}")
     assert verdict is None, f"dtestcm -w -m -b 20 -c {count} over kdat: {verdict}\n{r.text()}"
 
 
