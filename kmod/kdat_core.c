@@ -1319,25 +1319,11 @@ static void kdat_destroy_id_later(const struct kdat_cm_ops *cm, struct rdma_cm_i
  * Takes the EP off the wire at once (abrupt): DREQ if connected, QP to ERR
  * so posted work is flushed.  Caller holds ctx->lock.
  */
-/*
- * Our own DREQ.  Until the CM reports DISCONNECTED (the DREP, or the DREQ
- * timed out) the id must live: destroying it cancels a DREQ the MAD layer
- * has not sent yet, and the peer would never hear of the disconnect.  So a
- * freed EP leaves such an id to an orphan.  Caller holds ctx->lock.
- */
-void kdat_ep_send_dreq(struct kdat_ep *ep)
-{
-	if (!ep->cm_id)
-		return;
-	ep->dreq_pending = true;
-	ep->ia->cm->disconnect(ep->cm_id);
-}
-
 static void kdat_ep_abort_wire(struct kdat_ep *ep)
 {
 	if (ep->cm_id && (ep->state == KDAT_EP_CONNECTED ||
 			  ep->state == KDAT_EP_DISCONNECT_PENDING))
-		kdat_ep_send_dreq(ep);
+		ep->ia->cm->disconnect(ep->cm_id);
 	kdat_qp_set(ep, IB_QPS_ERR);
 }
 
@@ -1359,8 +1345,8 @@ static struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep)
 	}
 	ep->rsp = NULL;
 	id = kdat_ep_detach_id(ep);
-	if (id && (ep->state == KDAT_EP_COMPLETION_PENDING || ep->dreq_pending)) {
-		/* accepted but not established, or our DREQ unanswered: finish it later */
+	if (id && ep->state == KDAT_EP_COMPLETION_PENDING) {
+		/* accepted but not yet established: close it properly later */
 		id = kdat_orphan_adopt(ep->ia->cm, id);
 		if (!id)
 			kdat_obj_put(&ep->obj);
@@ -1495,12 +1481,6 @@ kdat_ret_t kdat_ep_reset(struct kdat_ep *ep)
 		ret = kdat_ep_check(ep, KDAT_EP_STIM_RESET);
 		if (!ret) {
 			id = kdat_ep_detach_id(ep);
-			if (id && ep->dreq_pending) {	/* see kdat_ep_send_dreq() */
-				id = kdat_orphan_adopt(ep->ia->cm, id);
-				if (!id)
-					kdat_obj_put(&ep->obj);	/* the id's */
-			}
-			ep->dreq_pending = false;
 			/* every posted request completes (flushed) before the QP forgets it */
 			if (ep->state == KDAT_EP_DISCONNECTED)
 				kdat_ep_flush(ep);
@@ -1771,7 +1751,8 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 	case KDAT_EP_CONNECTED:
 		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT) {
 			/* outstanding requests complete as flushed, before DISCONNECTED */
-			kdat_ep_send_dreq(ep);
+			if (ep->cm_id)
+				ep->ia->cm->disconnect(ep->cm_id);
 			kdat_ep_flush(ep);
 			break;
 		}
@@ -1783,13 +1764,15 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 		ep->graceful_pending = true;
 		if (kdat_ep_graceful_ready(ep)) {
 			ep->graceful_pending = false;
-			kdat_ep_send_dreq(ep);
+			if (ep->cm_id)
+				ep->ia->cm->disconnect(ep->cm_id);
 		}
 		break;
 	case KDAT_EP_DISCONNECT_PENDING:
 		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT) {
 			ep->graceful_pending = false;
-			kdat_ep_send_dreq(ep);
+			if (ep->cm_id)
+				ep->ia->cm->disconnect(ep->cm_id);
 			kdat_ep_flush(ep);
 		}
 		break;
@@ -2631,7 +2614,6 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 	case RDMA_CM_EVENT_DISCONNECTED:
 		/* Answer a peer's DREQ (DREP); harmless after our own DREQ. */
 		ep->ia->cm->disconnect(id);
-		ep->dreq_pending = false;
 		ep->graceful_pending = false;
 		if (ep->state == KDAT_EP_CONNECTED || ep->state == KDAT_EP_DISCONNECT_PENDING)
 			kdat_ep_flush(ep);	/* completions first, then DISCONNECTED */

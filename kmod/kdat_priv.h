@@ -157,7 +157,6 @@ struct kdat_ep {
 	atomic_t sends_in_flight;	/* sends, RDMA and RMR binds not yet completed */
 	bool ever_posted;		/* a request was posted: a flush must drain */
 	bool graceful_pending;		/* DISCONNECT_PENDING waits for sends_in_flight == 0 */
-	bool dreq_pending;		/* our DREQ went out, its DISCONNECTED has not come */
 	struct work_struct graceful_work;
 	/* a userspace QP instead of qp/cq (kdat_uqp.c), set at creation; NULL for kernel QPs */
 	struct kdat_uqp *uqp;
@@ -315,7 +314,6 @@ kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags);
 int kdat_ep_dto_init(struct kdat_ep *ep);
 void kdat_ep_dto_exit(struct kdat_ep *ep);
 void kdat_ep_flush(struct kdat_ep *ep);
-void kdat_ep_send_dreq(struct kdat_ep *ep);
 bool kdat_ep_graceful_ready(struct kdat_ep *ep);
 void kdat_ia_free_memory(struct kdat_ia *ia);
 
