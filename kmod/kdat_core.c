@@ -627,7 +627,12 @@ static int kdat_noop_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	return 0;
 }
 
-kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, struct kdat_ia **out)
+/*
+ * handle, when set, receives the new IA's handle while ctx->lock still
+ * keeps the IA alive: a racing close by handle may free it at once.
+ */
+kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, struct kdat_ia **out,
+			   u32 *handle)
 {
 	struct kdat_device *kdev;
 	struct rdma_cm_id *probe;
@@ -707,6 +712,8 @@ kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, struct kdat_i
 	mutex_unlock(&kdat_devices_lock);
 	list_add_tail(&ia->ctx_node, &ctx->ias);
 	kdat_rec_sync(&ia->obj);
+	if (handle)
+		*handle = ia->obj.handle;
 	mutex_unlock(&ctx->lock);
 	*out = ia;
 	return KDAT_DAT_SUCCESS;
@@ -754,8 +761,9 @@ EXPORT_SYMBOL_GPL(kdat_ia_query);
 
 /* ---- EVD ------------------------------------------------------------------------------ */
 
-kdat_ret_t kdat_evd_create(struct kdat_ia *ia, u32 qlen, u32 flags,
-			   kdat_upcall_t upcall, void *context, struct kdat_evd **out)
+/* handle: as for kdat_ia_open_in() */
+kdat_ret_t kdat_evd_create_in(struct kdat_ia *ia, u32 qlen, u32 flags, kdat_upcall_t upcall,
+			      void *context, struct kdat_evd **out, u32 *handle)
 {
 	struct kdat_ctx *ctx = ia->obj.ctx;
 	struct kdat_evd *evd;
@@ -788,12 +796,20 @@ kdat_ret_t kdat_evd_create(struct kdat_ia *ia, u32 qlen, u32 flags,
 		kdat_obj_get_ref(&ia->obj);
 		list_add_tail(&evd->ia_node, &ia->evds);
 		kdat_rec_sync(&evd->obj);
+		if (handle)
+			*handle = evd->obj.handle;
 		*out = evd;
 	}
 	mutex_unlock(&ctx->lock);
 	if (ret)
 		kfree(evd);
 	return ret;
+}
+
+kdat_ret_t kdat_evd_create(struct kdat_ia *ia, u32 qlen, u32 flags,
+			   kdat_upcall_t upcall, void *context, struct kdat_evd **out)
+{
+	return kdat_evd_create_in(ia, qlen, flags, upcall, context, out, NULL);
 }
 EXPORT_SYMBOL_GPL(kdat_evd_create);
 
@@ -1203,7 +1219,7 @@ static bool kdat_evd_fits(struct kdat_evd *evd, struct kdat_ia *ia, u32 flag)
 kdat_ret_t kdat_ep_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
 			     struct kdat_evd *req, struct kdat_evd *recv,
 			     const struct kdat_ep_attr *attr, struct kdat_uqp *uqp,
-			     struct kdat_ep **out)
+			     struct kdat_ep **out, u32 *handle)
 {
 	static const struct kdat_ep_attr zero;
 	struct kdat_ctx *ctx = ia->obj.ctx;
@@ -1232,6 +1248,8 @@ kdat_ret_t kdat_ep_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
 		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG5);
 	else
 		ret = kdat_ep_link(ep, conn, req, recv);
+	if (!ret && handle)
+		*handle = ep->obj.handle;	/* as for kdat_ia_open_in() */
 	mutex_unlock(&ctx->lock);
 	if (ret) {
 		ep->uqp = NULL;		/* still the caller's */
@@ -1248,7 +1266,7 @@ kdat_ret_t kdat_ep_create(struct kdat_ia *ia, struct kdat_evd *conn,
 			  struct kdat_evd *req, struct kdat_evd *recv,
 			  const struct kdat_ep_attr *attr, struct kdat_ep **out)
 {
-	return kdat_ep_create_in(ia, conn, req, recv, attr, NULL, out);
+	return kdat_ep_create_in(ia, conn, req, recv, attr, NULL, out, NULL);
 }
 EXPORT_SYMBOL_GPL(kdat_ep_create);
 
@@ -1316,6 +1334,20 @@ static void kdat_destroy_id_later(const struct kdat_cm_ops *cm, struct rdma_cm_i
 }
 
 /*
+ * Our own DREQ.  Until the CM reports DISCONNECTED (the DREP, or the DREQ
+ * timed out) the id must live: destroying it cancels a DREQ the MAD layer
+ * has not sent yet, and the peer would never hear of the disconnect.  So a
+ * freed or reset EP leaves such an id to an orphan.  Caller holds ctx->lock.
+ */
+void kdat_ep_send_dreq(struct kdat_ep *ep)
+{
+	if (!ep->cm_id)
+		return;
+	ep->dreq_pending = true;
+	ep->ia->cm->disconnect(ep->cm_id);
+}
+
+/*
  * Takes the EP off the wire at once (abrupt): DREQ if connected, QP to ERR
  * so posted work is flushed.  Caller holds ctx->lock.
  */
@@ -1323,12 +1355,11 @@ static void kdat_ep_abort_wire(struct kdat_ep *ep)
 {
 	if (ep->cm_id && (ep->state == KDAT_EP_CONNECTED ||
 			  ep->state == KDAT_EP_DISCONNECT_PENDING))
-		ep->ia->cm->disconnect(ep->cm_id);
+		kdat_ep_send_dreq(ep);
 	kdat_qp_set(ep, IB_QPS_ERR);
 }
 
-static struct rdma_cm_id *kdat_orphan_adopt(const struct kdat_cm_ops *cm,
-					     struct rdma_cm_id *id);
+static struct rdma_cm_id *kdat_orphan_adopt(struct kdat_ep *ep, struct rdma_cm_id *id);
 
 /* Caller holds ctx->lock; returns the id to destroy after unlocking. */
 static struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep)
@@ -1345,12 +1376,9 @@ static struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep)
 	}
 	ep->rsp = NULL;
 	id = kdat_ep_detach_id(ep);
-	if (id && ep->state == KDAT_EP_COMPLETION_PENDING) {
-		/* accepted but not yet established: close it properly later */
-		id = kdat_orphan_adopt(ep->ia->cm, id);
-		if (!id)
-			kdat_obj_put(&ep->obj);
-	}
+	/* accepted but not established, or our DREQ unanswered: finish it later */
+	if (id && (ep->state == KDAT_EP_COMPLETION_PENDING || ep->dreq_pending))
+		id = kdat_orphan_adopt(ep, id);
 	return id;
 }
 
@@ -1481,6 +1509,9 @@ kdat_ret_t kdat_ep_reset(struct kdat_ep *ep)
 		ret = kdat_ep_check(ep, KDAT_EP_STIM_RESET);
 		if (!ret) {
 			id = kdat_ep_detach_id(ep);
+			if (ep->dreq_pending)	/* see kdat_ep_send_dreq() */
+				id = kdat_orphan_adopt(ep, id);
+			ep->dreq_pending = false;
 			/* every posted request completes (flushed) before the QP forgets it */
 			if (ep->state == KDAT_EP_DISCONNECTED)
 				kdat_ep_flush(ep);
@@ -1751,8 +1782,7 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 	case KDAT_EP_CONNECTED:
 		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT) {
 			/* outstanding requests complete as flushed, before DISCONNECTED */
-			if (ep->cm_id)
-				ep->ia->cm->disconnect(ep->cm_id);
+			kdat_ep_send_dreq(ep);
 			kdat_ep_flush(ep);
 			break;
 		}
@@ -1764,15 +1794,13 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 		ep->graceful_pending = true;
 		if (kdat_ep_graceful_ready(ep)) {
 			ep->graceful_pending = false;
-			if (ep->cm_id)
-				ep->ia->cm->disconnect(ep->cm_id);
+			kdat_ep_send_dreq(ep);
 		}
 		break;
 	case KDAT_EP_DISCONNECT_PENDING:
 		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT) {
 			ep->graceful_pending = false;
-			if (ep->cm_id)
-				ep->ia->cm->disconnect(ep->cm_id);
+			kdat_ep_send_dreq(ep);
 			kdat_ep_flush(ep);
 		}
 		break;
@@ -1783,9 +1811,7 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 		break;
 	case KDAT_EP_COMPLETION_PENDING:
 		/* We accepted: the requester may be connected already. */
-		id = kdat_orphan_adopt(ep->ia->cm, kdat_ep_detach_id(ep));
-		if (!id)
-			kdat_obj_put(&ep->obj);	/* the id's reference went with it */
+		id = kdat_orphan_adopt(ep, kdat_ep_detach_id(ep));
 		kdat_qp_set(ep, IB_QPS_ERR);
 		break;
 	default:
@@ -1826,8 +1852,9 @@ static kdat_ret_t kdat_sp_listen(struct kdat_sp *sp)
 	return KDAT_DAT_SUCCESS;
 }
 
-static kdat_ret_t kdat_sp_create(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd *evd,
-				 u32 flags, struct kdat_ep *ep, struct kdat_sp **out)
+/* A PSP, or (ep set) an RSP on ep; handle: as for kdat_ia_open_in() */
+kdat_ret_t kdat_sp_create_in(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd *evd,
+			     u32 flags, struct kdat_ep *ep, struct kdat_sp **out, u32 *handle)
 {
 	struct kdat_ctx *ctx = ia->obj.ctx;
 	struct kdat_sp *sp;
@@ -1891,6 +1918,8 @@ static kdat_ret_t kdat_sp_create(struct kdat_ia *ia, u64 conn_qual, struct kdat_
 		kdat_ep_step(ep, KDAT_EP_STIM_RSP_CREATE, NULL, 0);
 	}
 	kdat_rec_sync(&sp->obj);
+	if (handle)
+		*handle = sp->obj.handle;
 	mutex_unlock(&ctx->lock);
 	*out = sp;
 	return KDAT_DAT_SUCCESS;
@@ -1903,7 +1932,7 @@ err:
 kdat_ret_t kdat_psp_create(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd *evd,
 			   u32 flags, struct kdat_sp **psp)
 {
-	return kdat_sp_create(ia, conn_qual, evd, flags, NULL, psp);
+	return kdat_sp_create_in(ia, conn_qual, evd, flags, NULL, psp, NULL);
 }
 EXPORT_SYMBOL_GPL(kdat_psp_create);
 
@@ -1912,7 +1941,7 @@ kdat_ret_t kdat_rsp_create(struct kdat_ia *ia, u64 conn_qual, struct kdat_ep *ep
 {
 	if (!ep)
 		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
-	return kdat_sp_create(ia, conn_qual, evd, KDAT_PSP_CONSUMER, ep, rsp);
+	return kdat_sp_create_in(ia, conn_qual, evd, KDAT_PSP_CONSUMER, ep, rsp, NULL);
 }
 EXPORT_SYMBOL_GPL(kdat_rsp_create);
 
@@ -2237,6 +2266,12 @@ struct kdat_orphan {
 	struct list_head node;
 	const struct kdat_cm_ops *cm;	/* the CM of the IA it came from */
 	struct rdma_cm_id *id;
+	/*
+	 * The id's reference on its EP, kept until the id is gone: a handler
+	 * that read the EP from the id before the adoption may still be
+	 * waiting for the EP's ctx->lock.
+	 */
+	struct kdat_ep *ep;
 	bool reaping;			/* kdat_orphans_reap() destroys it */
 };
 
@@ -2244,11 +2279,11 @@ static LIST_HEAD(kdat_orphans);
 static DEFINE_MUTEX(kdat_orphans_lock);
 
 /*
- * Caller holds ctx->lock and has detached id from its EP.  Returns the id if
- * it could not be adopted (no memory): the caller destroys it.
+ * Caller holds ctx->lock and has detached id from ep; the id's reference on
+ * ep goes to the orphan.  Returns the id if it could not be adopted (no
+ * memory): the caller destroys it and drops that reference.
  */
-static struct rdma_cm_id *kdat_orphan_adopt(const struct kdat_cm_ops *cm,
-					     struct rdma_cm_id *id)
+static struct rdma_cm_id *kdat_orphan_adopt(struct kdat_ep *ep, struct rdma_cm_id *id)
 {
 	struct kdat_orphan *o;
 
@@ -2258,8 +2293,9 @@ static struct rdma_cm_id *kdat_orphan_adopt(const struct kdat_cm_ops *cm,
 	if (!o)
 		return id;
 	o->obj.type = KDAT_OBJ_ORPHAN;
-	o->cm = cm;
+	o->cm = ep->ia->cm;
 	o->id = id;
+	o->ep = ep;
 	mutex_lock(&kdat_orphans_lock);
 	list_add_tail(&o->node, &kdat_orphans);
 	mutex_unlock(&kdat_orphans_lock);
@@ -2292,6 +2328,7 @@ static int kdat_orphan_event(struct kdat_orphan *o, struct rdma_cm_id *id,
 		mutex_unlock(&kdat_orphans_lock);
 		if (!done)
 			return 0;
+		kdat_obj_put(&o->ep->obj);	/* frees later, from kdat_wq */
 		kfree(o);
 		return 1;	/* rdma_cm destroys the id */
 	default:
@@ -2315,6 +2352,7 @@ void kdat_orphans_reap(struct ib_device *ibdev)
 	mutex_unlock(&kdat_orphans_lock);
 	list_for_each_entry_safe(o, tmp, &reap, node) {
 		o->cm->destroy_id(o->id);
+		kdat_obj_put(&o->ep->obj);
 		kfree(o);
 	}
 }
@@ -2614,6 +2652,7 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 	case RDMA_CM_EVENT_DISCONNECTED:
 		/* Answer a peer's DREQ (DREP); harmless after our own DREQ. */
 		ep->ia->cm->disconnect(id);
+		ep->dreq_pending = false;
 		ep->graceful_pending = false;
 		if (ep->state == KDAT_EP_CONNECTED || ep->state == KDAT_EP_DISCONNECT_PENDING)
 			kdat_ep_flush(ep);	/* completions first, then DISCONNECTED */
@@ -2896,7 +2935,7 @@ kdat_ret_t __kdat_ia_open(const char *name, struct kdat_ia **ia, const char *own
 	ctx = kdat_ctx_create(owner ? owner : "kernel");
 	if (!ctx)
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
-	ret = kdat_ia_open_in(ctx, name, ia);
+	ret = kdat_ia_open_in(ctx, name, ia, NULL);
 	if (ret) {
 		kdat_ctx_destroy(ctx);
 		return ret;

@@ -333,8 +333,7 @@ static void kdat_ep_graceful_work(struct work_struct *work)
 	if (!ep->obj.dead && ep->graceful_pending && ep->state == KDAT_EP_DISCONNECT_PENDING &&
 	    kdat_ep_graceful_ready(ep)) {
 		ep->graceful_pending = false;
-		if (ep->cm_id)
-			ep->ia->cm->disconnect(ep->cm_id);	/* DREQ; DISCONNECTED follows */
+		kdat_ep_send_dreq(ep);	/* DISCONNECTED follows */
 	}
 	mutex_unlock(&ctx->lock);
 	kdat_obj_put(&ep->obj);

@@ -129,9 +129,8 @@ static long kdat_ioc_ia_open(struct kdat_ctx *ctx, void __user *uarg)
 		a.status = KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG1);
 		return KDAT_OUT(a, uarg);
 	}
-	a.status = kdat_ia_open_in(ctx, a.name, &ia);
-	if (!a.status)
-		a.ia = ia->obj.handle;
+	/* a.ia is written while the IA cannot be closed by a racing thread */
+	a.status = kdat_ia_open_in(ctx, a.name, &ia, &a.ia);
 	return KDAT_OUT(a, uarg);
 }
 
@@ -193,11 +192,9 @@ static long kdat_ioc_evd_create(struct kdat_ctx *ctx, void __user *uarg)
 
 	KDAT_IN(kdat_evd_create, a, uarg);
 	ia = kdat_get(ctx, a.ia, KDAT_OBJ_IA);
-	a.status = ia ? kdat_evd_create(ia, a.qlen, a.flags, NULL, NULL, &evd) :
+	a.status = ia ? kdat_evd_create_in(ia, a.qlen, a.flags, NULL, NULL, &evd, &a.evd) :
 		   KDAT_BAD_HANDLE(KDAT_DAT_INVALID_HANDLE_IA);
 	kdat_put(ia);
-	if (!a.status)
-		a.evd = evd->obj.handle;
 	return KDAT_OUT(a, uarg);
 }
 
@@ -310,13 +307,11 @@ static long kdat_ioc_ep_create(struct kdat_ctx *ctx, void __user *uarg)
 	else if (!kdat_get_opt_evd(ctx, a.recv_evd, &recv))
 		a.status = KDAT_BAD_HANDLE(KDAT_DAT_INVALID_HANDLE_EVD_RECV);
 	else
-		a.status = kdat_ep_create(ia, conn, req, recv, &a.attr, &ep);
+		a.status = kdat_ep_create_in(ia, conn, req, recv, &a.attr, NULL, &ep, &a.ep);
 	kdat_put(recv);
 	kdat_put(req);
 	kdat_put(conn);
 	kdat_put(ia);
-	if (!a.status)
-		a.ep = ep->obj.handle;
 	return KDAT_OUT(a, uarg);
 }
 
@@ -362,9 +357,14 @@ static long kdat_ioc_ep_query(struct kdat_ctx *ctx, void __user *uarg)
 		a.attr = info->attr;
 		kdat_addr_out(&a.local_addr, &info->local_addr);
 		kdat_addr_out(&a.remote_addr, &info->remote_addr);
-		a.connect_evd = kdat_obj_handle(ep->connect_evd);
-		a.request_evd = kdat_obj_handle(ep->request_evd);
-		a.recv_evd = kdat_obj_handle(ep->recv_evd);
+		/* under the lock: a racing modify or free may drop these EVDs */
+		mutex_lock(&ctx->lock);
+		if (!ep->obj.dead) {
+			a.connect_evd = kdat_obj_handle(ep->connect_evd);
+			a.request_evd = kdat_obj_handle(ep->request_evd);
+			a.recv_evd = kdat_obj_handle(ep->recv_evd);
+		}
+		mutex_unlock(&ctx->lock);
 		a.transitions = (u32)info->transitions;
 	}
 	kdat_put(ep);
@@ -468,11 +468,9 @@ static long kdat_ioc_psp_create(struct kdat_ctx *ctx, void __user *uarg)
 	else if (!kdat_get_opt_evd(ctx, a.evd, &evd) || !evd)
 		a.status = KDAT_BAD_HANDLE(KDAT_DAT_INVALID_HANDLE_EVD_CR);
 	else
-		a.status = kdat_psp_create(ia, a.conn_qual, evd, a.flags, &sp);
+		a.status = kdat_sp_create_in(ia, a.conn_qual, evd, a.flags, NULL, &sp, &a.psp);
 	kdat_put(evd);
 	kdat_put(ia);
-	if (!a.status)
-		a.psp = sp->obj.handle;
 	return KDAT_OUT(a, uarg);
 }
 
@@ -547,13 +545,12 @@ static long kdat_ioc_rsp_create(struct kdat_ctx *ctx, void __user *uarg)
 		else if (!kdat_get_opt_evd(ctx, a.evd, &evd) || !evd)
 			a.status = KDAT_BAD_HANDLE(KDAT_DAT_INVALID_HANDLE_EVD_CR);
 		else
-			a.status = kdat_rsp_create(ia, a.conn_qual, ep, evd, &sp);
+			a.status = kdat_sp_create_in(ia, a.conn_qual, evd, KDAT_PSP_CONSUMER, ep,
+						     &sp, &a.rsp);
 	}
 	kdat_put(evd);
 	kdat_put(ep);
 	kdat_put(ia);
-	if (!a.status)
-		a.rsp = sp->obj.handle;
 	return KDAT_OUT(a, uarg);
 }
 
@@ -584,12 +581,16 @@ static long kdat_ioc_cr_query(struct kdat_ctx *ctx, void __user *uarg)
 		return -ENOMEM;
 	cr = kdat_get(ctx, a.cr, KDAT_OBJ_CR);
 	a.status = cr ? kdat_cr_query(cr, info) : KDAT_BAD_HANDLE(KDAT_DAT_INVALID_HANDLE_CR);
-	kdat_put(cr);
 	memset((u8 *)&a + offsetof(struct kdat_cr_query, sp), 0,
 	       sizeof(a) - offsetof(struct kdat_cr_query, sp));
 	if (!a.status) {
-		a.sp = kdat_obj_handle(info->sp);
-		a.ep = kdat_obj_handle(info->ep);
+		/* info's SP and EP are only safe to read while the CR lives */
+		mutex_lock(&ctx->lock);
+		if (!cr->obj.dead) {
+			a.sp = kdat_obj_handle(cr->sp);
+			a.ep = kdat_obj_handle(cr->ep);
+		}
+		mutex_unlock(&ctx->lock);
 		a.remote_rdma_read_in = info->remote_rdma_read_in;
 		a.remote_rdma_read_out = info->remote_rdma_read_out;
 		a.private_data_size = info->private_data_size;
@@ -600,6 +601,7 @@ static long kdat_ioc_cr_query(struct kdat_ctx *ctx, void __user *uarg)
 		a.remote_rnr_retry_count = info->remote_rnr_retry_count;
 		a.remote_flow_control = info->remote_flow_control;
 	}
+	kdat_put(cr);
 	kfree(info);
 	ret = KDAT_OUT(a, uarg);
 	return ret;
@@ -708,7 +710,6 @@ static long kdat_ioc_uqp_create(struct kdat_ctx *ctx, void __user *uarg)
 {
 	struct kdat_evd *conn = NULL;
 	struct kdat_ia *ia;
-	struct kdat_ep *ep;
 
 	KDAT_IN(kdat_uqp_create, a, uarg);
 	if (kdat_nonzero(a.attr.reserved, sizeof(a.attr.reserved)))
@@ -719,10 +720,11 @@ static long kdat_ioc_uqp_create(struct kdat_ctx *ctx, void __user *uarg)
 	else if (!a.connect_evd || !kdat_get_opt_evd(ctx, a.connect_evd, &conn))
 		a.status = KDAT_BAD_HANDLE(KDAT_DAT_INVALID_HANDLE_EVD_CONN);
 	else
-		a.status = kdat_uqp_create(ia, conn, &a.attr, a.qp_num, &ep);
+		a.status = kdat_uqp_create(ia, conn, &a.attr, a.qp_num, &a.ep);
 	kdat_put(conn);
 	kdat_put(ia);
-	a.ep = a.status ? 0 : ep->obj.handle;
+	if (a.status)
+		a.ep = 0;
 	return KDAT_OUT(a, uarg);
 }
 

@@ -157,6 +157,7 @@ struct kdat_ep {
 	atomic_t sends_in_flight;	/* sends, RDMA and RMR binds not yet completed */
 	bool ever_posted;		/* a request was posted: a flush must drain */
 	bool graceful_pending;		/* DISCONNECT_PENDING waits for sends_in_flight == 0 */
+	bool dreq_pending;		/* our DREQ went out, its DISCONNECTED has not come */
 	struct work_struct graceful_work;
 	/* a userspace QP instead of qp/cq (kdat_uqp.c), set at creation; NULL for kernel QPs */
 	struct kdat_uqp *uqp;
@@ -270,7 +271,11 @@ kdat_ret_t kdat_evd_ring_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshol
 			      struct kdat_event *out, u32 *nmore, u32 *available);
 void kdat_ctx_destroy(struct kdat_ctx *ctx);
 kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name,
-			   struct kdat_ia **ia);
+			   struct kdat_ia **ia, u32 *handle);
+kdat_ret_t kdat_evd_create_in(struct kdat_ia *ia, u32 qlen, u32 flags, kdat_upcall_t upcall,
+			      void *context, struct kdat_evd **out, u32 *handle);
+kdat_ret_t kdat_sp_create_in(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd *evd,
+			     u32 flags, struct kdat_ep *ep, struct kdat_sp **out, u32 *handle);
 void kdat_ia_device_removed(struct kdat_ia *ia);
 void kdat_orphans_reap(struct ib_device *ibdev);
 struct kdat_obj *kdat_obj_get(struct kdat_ctx *ctx, u32 handle,
@@ -292,7 +297,7 @@ kdat_ret_t kdat_ep_check(struct kdat_ep *ep, unsigned int stimulus);
 kdat_ret_t kdat_ep_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
 			     struct kdat_evd *req, struct kdat_evd *recv,
 			     const struct kdat_ep_attr *attr, struct kdat_uqp *uqp,
-			     struct kdat_ep **out);
+			     struct kdat_ep **out, u32 *handle);
 struct rdma_cm_id *kdat_ep_detach_id(struct kdat_ep *ep);
 void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id);
 void kdat_ep_accept_depths(struct kdat_ep *ep, struct kdat_cr *cr, u32 *ird, u32 *ord);
@@ -305,7 +310,7 @@ void kdat_uqp_reset(struct kdat_ep *ep);
 bool kdat_uqp_pinned(struct kdat_ep *ep);
 void kdat_uqp_wait_unpinned(struct kdat_ep *ep);
 kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
-			   const struct kdat_ep_attr *attr, u32 qpn, struct kdat_ep **out);
+			   const struct kdat_ep_attr *attr, u32 qpn, u32 *handle);
 kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
 			 struct kdat_uqp_attr *out);
 kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags);
@@ -314,6 +319,7 @@ kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags);
 int kdat_ep_dto_init(struct kdat_ep *ep);
 void kdat_ep_dto_exit(struct kdat_ep *ep);
 void kdat_ep_flush(struct kdat_ep *ep);
+void kdat_ep_send_dreq(struct kdat_ep *ep);
 bool kdat_ep_graceful_ready(struct kdat_ep *ep);
 void kdat_ia_free_memory(struct kdat_ia *ia);
 

@@ -176,22 +176,8 @@ def test_dat_conf_registers_kdat_on_the_rxe_netdev(rdma):
     assert entries[_ofa_name()][1].split()[0] == rdma["KDAT_TEST_NETDEV"]
 
 
-# Observed on the debug lane's slow kernel only (2 of 4 runs): the client finishes, the server
-# waits forever for the DISCONNECTED of a few EPs.  dtestcm's client disconnects abruptly and
-# frees each EP at once; kdat.ko then destroys the cm_id, which cancels a DREQ the IB CM has not
-# sent yet, so the peer never hears of it (a kmod issue, see README).
-KNOWN_DEBUG_STALL = ("debug kernel: server misses DISCONNECTED after the client's immediate "
-                     "ep_free (kdat destroys the cm_id with its DREQ unsent; kmod issue)")
-
-
-def _known_stall(r):
-    return DEBUG_KERNEL and r.server_rc == "timeout" and r.client_rc == 0
-
-
 def test_dtestcm_over_kdat(kdat_module, rdma, kernel_log):
     r, verdict = _dtestcm("kdat", rdma, 20100)
-    if verdict is not None and _known_stall(r):
-        pytest.xfail(KNOWN_DEBUG_STALL)
     assert verdict is None, f"dtestcm -c {COUNT} over kdat: {verdict}\n{r.text()}"
 
 
@@ -204,8 +190,6 @@ def test_dtestcm_over_kdat_waiting_on_many_psps(kdat_module, rdma, kernel_log):
     # before any provider call.  So the count is a whole number of bursts.
     count = max(burst, min(COUNT, 200) // burst * burst)
     r, verdict = _dtestcm("kdat", rdma, 20300, count=count, extra=("-w", "-m", "-b", str(burst)))
-    if verdict is not None and _known_stall(r):
-        pytest.xfail(KNOWN_DEBUG_STALL)
     assert verdict is None, f"dtestcm -w -m -b 20 -c {count} over kdat: {verdict}\n{r.text()}"
 
 

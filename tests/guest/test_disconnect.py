@@ -199,3 +199,25 @@ def test_ep_free_of_a_connected_ep_disconnects_the_peer(client, server):
     else:   # a provider may insist on a disconnect first
         assert r.status & DAT["DAT_TYPE_MASK"] == DAT["DAT_INVALID_STATE"], hex(r.status)
         assert client.k.ep_state(p.cep) == "CONNECTED"
+
+
+@pytest.mark.parametrize("then", ["ep_free", "ep_reset"])
+def test_freeing_or_resetting_right_after_our_dreq_still_disconnects_the_peer(client, server, then):
+    """An abrupt disconnect sends a DREQ; freeing (or resetting) the EP at once must not cancel
+    it: destroying a CM id cancels a DREQ the IB CM has not sent yet, so kdat keeps the id until
+    the DREP.  Back to back, for many connections: every server EP hears DISCONNECTED."""
+    pairs = [connect_pair(client, server) for _ in range(12)]
+    for p in pairs:
+        client.k.ep_disconnect(p.cep, graceful=False)
+        getattr(client.k, then)(p.cep)
+    deadline = time.monotonic() + 30
+    pending = {p.sep for p in pairs}
+    while pending and time.monotonic() < deadline:
+        ev = server.k.try_wait(server.evd, 1_000_000)
+        if ev is not None and ev.name == "DISCONNECTED":
+            pending.discard(ev.ep)
+    assert not pending, f"{len(pending)} of {len(pairs)} server EPs never saw DISCONNECTED"
+    for p in pairs:
+        assert server.k.ep_state(p.sep) == "DISCONNECTED"
+        if then == "ep_reset":
+            assert client.k.ep_state(p.cep) == "UNCONNECTED"
