@@ -1132,6 +1132,7 @@ static struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr
 		return NULL;
 	}
 	ep->ia = ia;
+	ep->cm = ia->cm;
 	ep->attr = *attr;
 	kdat_ep_attr_defaults(ia, &ep->attr);
 	ep->state = KDAT_EP_UNCONNECTED;
@@ -1295,7 +1296,7 @@ void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id)
 	if (!id)
 		return;
 	kdat_uqp_wait_unpinned(ep);	/* a UQP_ESTABLISH may be taking its handler mutex */
-	ep->ia->cm->destroy_id(id);
+	ep->cm->destroy_id(id);
 	kdat_obj_put(&ep->obj);
 }
 

@@ -130,6 +130,8 @@ struct kdat_qevent {
 struct kdat_ep {
 	struct kdat_obj obj;
 	struct kdat_ia *ia;
+	/* ia->cm, for destroying an id after unlocking, when the IA may be gone */
+	const struct kdat_cm_ops *cm;
 	struct list_head ia_node;
 	u32 state;			/* changed only by kdat_ep_step() */
 	u64 transitions;

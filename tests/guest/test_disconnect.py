@@ -214,7 +214,7 @@ def test_freeing_or_resetting_right_after_our_dreq_still_disconnects_the_peer(cl
     pending = {p.sep for p in pairs}
     while pending and time.monotonic() < deadline:
         ev = server.k.try_wait(server.evd, 1_000_000)
-        if ev is not None and ev.name == "DISCONNECTED":
+        if ev is not None and ev.name == "CONNECTION_EVENT_DISCONNECTED":
             pending.discard(ev.ep)
     assert not pending, f"{len(pending)} of {len(pairs)} server EPs never saw DISCONNECTED"
     for p in pairs:
