@@ -761,6 +761,15 @@ EXPORT_SYMBOL_GPL(kdat_ia_query);
 
 /* ---- EVD ------------------------------------------------------------------------------ */
 
+/*
+ * A timeout in jiffies that never ends early: the current jiffy is already
+ * partly over, so a timer of n jiffies may fire after n - 1 of them.
+ */
+static unsigned long kdat_timeout_jiffies(u32 timeout_us)
+{
+	return timeout_us ? usecs_to_jiffies(timeout_us) + 1 : 0;
+}
+
 /* handle: as for kdat_ia_open_in() */
 kdat_ret_t kdat_evd_create_in(struct kdat_ia *ia, u32 qlen, u32 flags, kdat_upcall_t upcall,
 			      void *context, struct kdat_evd **out, u32 *handle)
@@ -919,7 +928,7 @@ kdat_ret_t kdat_evd_wait_ref(struct kdat_evd *evd, u32 timeout_us, u32 threshold
 	evd->waiters++;
 	spin_unlock_irq(&evd->lock);
 	left = timeout_us == KDAT_TIMEOUT_INFINITE ? MAX_SCHEDULE_TIMEOUT :
-		usecs_to_jiffies(timeout_us);
+		kdat_timeout_jiffies(timeout_us);
 	left = wait_event_interruptible_timeout(evd->wq, kdat_evd_ready(evd, threshold), left);
 	spin_lock_irq(&evd->lock);
 	evd->waiters--;
@@ -961,7 +970,7 @@ kdat_ret_t kdat_evd_ring_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshol
 		evd->waiters++;
 		spin_unlock_irq(&evd->lock);
 		left = timeout_us == KDAT_TIMEOUT_INFINITE ? MAX_SCHEDULE_TIMEOUT :
-			usecs_to_jiffies(timeout_us);
+			kdat_timeout_jiffies(timeout_us);
 		left = wait_event_interruptible_timeout(evd->wq,
 							kdat_evd_ring_ready(evd, threshold), left);
 		spin_lock_irq(&evd->lock);
@@ -1625,7 +1634,7 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 		kdat_obj_get_ref(&ep->obj);	/* the timer's */
 		INIT_DELAYED_WORK(&timer->work, kdat_ep_timeout_work);
 		ep->timer = timer;
-		queue_delayed_work(kdat_wq, &timer->work, usecs_to_jiffies(timeout_us));
+		queue_delayed_work(kdat_wq, &timer->work, kdat_timeout_jiffies(timeout_us));
 	}
 	return KDAT_DAT_SUCCESS;
 }
