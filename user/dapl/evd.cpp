@@ -84,17 +84,33 @@ bool take(Evd &evd, DAT_EVENT &out) {
   }
   if (evd.kernel) {
     if (auto event = evd.kernel->dequeue()) {
-      translate(evd, *event, out);
+      DAT_EVENT translated{};
+      translate(evd, *event, translated);
+      // libkdat moved the QP of an EP that ended to ERR while taking the event: its flushed
+      // DTOs on this EVD come first (seed 001).
+      if (event->is_connection_event()) {
+        const auto it = evd.ia->eps.find(event->ep);
+        if (it != evd.ia->eps.end() && it->second->user &&
+            it->second->kernel().state() == kdat::EpState::DISCONNECTED)
+          evd.ia->data_path->settle(*it->second, evd);
+      }
+      if (!evd.local.empty()) {
+        evd.local.push_back(translated);
+        out = evd.local.front();
+        evd.local.pop_front();
+      } else {
+        out = translated;
+      }
       return true;
     }
   }
   return false;
 }
 
-void append_fds(const Evd &evd, std::vector<pollfd> &fds) {
+void append_fds(Evd &evd, std::vector<pollfd> &fds) {
   fds.push_back({evd.wake.get(), POLLIN, 0});
   if (evd.kernel) fds.push_back({evd.kernel->fd(), POLLIN, 0});
-  const int cq = evd.ia->data_path->completion_fd(evd);
+  const int cq = evd.ia->data_path->arm(evd);
   if (cq >= 0) fds.push_back({cq, POLLIN, 0});
 }
 
@@ -394,6 +410,7 @@ void free_evd(Evd &evd, bool quiet) {
     if (!quiet) evd.kernel->free();  // else the kdat::Evd's destructor frees it, errors ignored
     ia.evds.erase(k);
   }
+  ia.data_path->forget_evd(evd);
   if (evd.cno != nullptr) evd.cno->evds.erase(&evd);
   evd.cno = nullptr;
   drop_child(evd);
