@@ -184,7 +184,7 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
     const kdat::Address address = to_address(reinterpret_cast<const sockaddr *>(remote));
     const auto data = private_data(pd_size, pd, DAT_INVALID_ARG6);
     ep.kernel().connect(address, conn_qual, to_timeout(timeout), data,
-                      static_cast<std::uint32_t>(qos), static_cast<std::uint32_t>(flags));
+                        static_cast<std::uint32_t>(qos), static_cast<std::uint32_t>(flags));
     return DAT_SUCCESS;
   });
 }
@@ -197,7 +197,8 @@ DAT_RETURN ep_dup_connect(DAT_EP_HANDLE handle, DAT_EP_HANDLE dup_handle, DAT_TI
     auto &dup = lookup_as<Ep>(dup_handle, DAT_INVALID_HANDLE_EP);
     if (dup.ia != ep.ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
     const auto data = private_data(pd_size, pd, DAT_INVALID_ARG5);
-    ep.kernel().dup_connect(dup.kernel(), to_timeout(timeout), data, static_cast<std::uint32_t>(qos));
+    ep.kernel().dup_connect(dup.kernel(), to_timeout(timeout), data,
+                            static_cast<std::uint32_t>(qos));
     return DAT_SUCCESS;
   });
 }

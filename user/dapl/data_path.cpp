@@ -52,29 +52,19 @@ int access_flags(DAT_MEM_PRIV_FLAGS privileges) {
 
 DAT_DTO_COMPLETION_STATUS to_dat(ibv_wc_status status) {
   switch (status) {
-    case IBV_WC_SUCCESS:
-      return DAT_DTO_SUCCESS;
-    case IBV_WC_WR_FLUSH_ERR:
-      return DAT_DTO_ERR_FLUSHED;
-    case IBV_WC_LOC_LEN_ERR:
-      return DAT_DTO_ERR_LOCAL_LENGTH;
+    case IBV_WC_SUCCESS: return DAT_DTO_SUCCESS;
+    case IBV_WC_WR_FLUSH_ERR: return DAT_DTO_ERR_FLUSHED;
+    case IBV_WC_LOC_LEN_ERR: return DAT_DTO_ERR_LOCAL_LENGTH;
     case IBV_WC_LOC_QP_OP_ERR:
-    case IBV_WC_LOC_EEC_OP_ERR:
-      return DAT_DTO_ERR_LOCAL_EP;
+    case IBV_WC_LOC_EEC_OP_ERR: return DAT_DTO_ERR_LOCAL_EP;
     case IBV_WC_LOC_PROT_ERR:
-    case IBV_WC_MW_BIND_ERR:
-      return DAT_DTO_ERR_LOCAL_PROTECTION;
-    case IBV_WC_BAD_RESP_ERR:
-      return DAT_DTO_ERR_BAD_RESPONSE;
+    case IBV_WC_MW_BIND_ERR: return DAT_DTO_ERR_LOCAL_PROTECTION;
+    case IBV_WC_BAD_RESP_ERR: return DAT_DTO_ERR_BAD_RESPONSE;
     case IBV_WC_REM_ACCESS_ERR:
-    case IBV_WC_REM_INV_REQ_ERR:
-      return DAT_DTO_ERR_REMOTE_ACCESS;
-    case IBV_WC_REM_OP_ERR:
-      return DAT_DTO_ERR_REMOTE_RESPONDER;
-    case IBV_WC_RNR_RETRY_EXC_ERR:
-      return DAT_DTO_ERR_RECEIVER_NOT_READY;
-    default:
-      return DAT_DTO_ERR_TRANSPORT;
+    case IBV_WC_REM_INV_REQ_ERR: return DAT_DTO_ERR_REMOTE_ACCESS;
+    case IBV_WC_REM_OP_ERR: return DAT_DTO_ERR_REMOTE_RESPONDER;
+    case IBV_WC_RNR_RETRY_EXC_ERR: return DAT_DTO_ERR_RECEIVER_NOT_READY;
+    default: return DAT_DTO_ERR_TRANSPORT;
   }
 }
 
@@ -325,8 +315,7 @@ class VerbsDataPath final : public DataPath {
     data.user_cookie = p.cookie;
     data.status = to_dat(wc.status);
     data.operation = p.operation;
-    data.transfered_length =
-        p.recv ? (wc.status == IBV_WC_SUCCESS ? wc.byte_len : 0) : p.length;
+    data.transfered_length = p.recv ? (wc.status == IBV_WC_SUCCESS ? wc.byte_len : 0) : p.length;
     evd.local.push_back(event);
     return 1;
   }
@@ -355,7 +344,8 @@ DAT_RETURN UserQueuePair::post(DAT_DTOS op, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
   }
   Evd *evd = recv ? ep_.recv_evd : ep_.request_evd;
   if (evd == nullptr)
-    fail(DAT_INVALID_STATE, recv ? DAT_INVALID_STATE_EP_EVD_RECV : DAT_INVALID_STATE_EP_EVD_REQUEST);
+    fail(DAT_INVALID_STATE,
+         recv ? DAT_INVALID_STATE_EP_EVD_RECV : DAT_INVALID_STATE_EP_EVD_REQUEST);
   const DAT_COUNT max_iov = recv ? ep_.attr.max_recv_iov : ep_.attr.max_request_iov;
   if (n < 0 || n > max_iov) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
   if (n > 0 && iov == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
@@ -369,8 +359,8 @@ DAT_RETURN UserQueuePair::post(DAT_DTOS op, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
     fail(DAT_INVALID_PARAMETER, rdma ? DAT_INVALID_ARG6 : DAT_INVALID_ARG5);
   // Reap finished requests (suppressed ones included) before counting what is outstanding.
   (void)path_.poll_completions(*evd);
-  const std::size_t max_dtos = static_cast<std::size_t>(recv ? ep_.attr.max_recv_dtos
-                                                             : ep_.attr.max_request_dtos);
+  const std::size_t max_dtos =
+      static_cast<std::size_t>(recv ? ep_.attr.max_recv_dtos : ep_.attr.max_request_dtos);
   if ((recv ? recv_ : request_) >= max_dtos) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
 
   std::vector<ibv_sge> sge(static_cast<std::size_t>(n));
