@@ -474,8 +474,8 @@ void free_ep(Ep &ep) {
   count_use(ep, -1);
   ep.pz = nullptr;
   ep.recv_evd = ep.request_evd = ep.connect_evd = nullptr;
-  const auto it = ep.ia->eps.find(ep.kernel().handle());
-  if (it != ep.ia->eps.end() && it->second == &ep) ep.ia->eps.erase(it);
+  // By value: the kernel EP may be freed already (its handle is 0 then).
+  std::erase_if(ep.ia->eps, [&](const auto &entry) { return entry.second == &ep; });
   drop_child(ep);
 }
 
