@@ -59,9 +59,10 @@ kdat::EpAttributes to_kdat(const DAT_EP_ATTR &attr) {
   return k;
 }
 
-Ep &register_ep(Ia &ia, kdat::Endpoint endpoint) {
+template <typename E>
+Ep &register_ep(Ia &ia, E endpoint) {
   auto &ep = make_child<Ep>(ia, std::move(endpoint));
-  ia.eps[ep.kernel.handle()] = &ep;
+  ia.eps[ep.kernel().handle()] = &ep;
   ep.qp = ia.data_path->make_queue_pair(ep);
   return ep;
 }
@@ -84,7 +85,12 @@ DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
     if (connect == nullptr) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
     if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
     const kdat::EpAttributes k = attr != nullptr ? to_kdat(*attr) : kdat::EpAttributes{};
-    auto &ep = register_ep(ia, kdat::Endpoint(ia.kernel, *connect->kernel, k));
+    // With a PZ the EP gets a user-owned QP (the data path); without one, a kernel-QP EP.
+    std::optional<kdat::UserEndpoint> user;
+    if (pz != nullptr && pz->pd)
+      user = ia.data_path->make_user_endpoint(*connect, recv, request, k, attr);
+    auto &ep = user ? register_ep(ia, std::move(*user))
+                    : register_ep(ia, kdat::Endpoint(ia.kernel, *connect->kernel, k));
     ep.pz = pz;
     ep.recv_evd = recv;
     ep.request_evd = request;
@@ -93,7 +99,15 @@ DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
     if (attr != nullptr) {
       ep.attr = *attr;
     } else {
-      fill_attr_defaults(ep.attr, ep.kernel.query().attributes);
+      fill_attr_defaults(ep.attr, ep.kernel().query().attributes);
+    }
+    if (ep.user) {  // what the QP was made with (data_path.cpp's defaults for 0)
+      ep.attr.max_recv_dtos = static_cast<DAT_COUNT>(k.max_recv_dtos != 0 ? k.max_recv_dtos : 64);
+      ep.attr.max_request_dtos =
+          static_cast<DAT_COUNT>(k.max_request_dtos != 0 ? k.max_request_dtos : 64);
+      ep.attr.max_recv_iov = static_cast<DAT_COUNT>(k.max_recv_iov != 0 ? k.max_recv_iov : 4);
+      ep.attr.max_request_iov =
+          static_cast<DAT_COUNT>(k.max_request_iov != 0 ? k.max_request_iov : 4);
     }
     *out = ep.handle;
     return DAT_SUCCESS;
@@ -106,7 +120,7 @@ DAT_RETURN ep_query(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARAM *
     auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
     if ((mask & ~DAT_EP_FIELD_ALL) != 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     if (param == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-    const kdat::EpInfo info = ep.kernel.query();
+    const kdat::EpInfo info = ep.kernel().query();
     to_sockaddr(info.local_address, ep.local_address);
     to_sockaddr(info.remote_address, ep.remote_address);
     std::memset(static_cast<void *>(param), 0, sizeof(*param));
@@ -151,7 +165,7 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, const DAT_EP_
       k.max_rdma_read_out = static_cast<std::uint32_t>(param->ep_attr.max_rdma_read_out);
       kmask |= KDAT_EP_ATTR_RDMA_READ_OUT;
     }
-    ep.kernel.modify(kmask, k);
+    ep.kernel().modify(kmask, k);
     if (kmask & KDAT_EP_ATTR_RDMA_READ_IN)
       ep.attr.max_rdma_read_in = param->ep_attr.max_rdma_read_in;
     if (kmask & KDAT_EP_ATTR_RDMA_READ_OUT)
@@ -169,8 +183,8 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
     if (remote == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     const kdat::Address address = to_address(reinterpret_cast<const sockaddr *>(remote));
     const auto data = private_data(pd_size, pd, DAT_INVALID_ARG6);
-    ep.kernel.connect(address, conn_qual, to_timeout(timeout), data,
-                      static_cast<std::uint32_t>(qos), static_cast<std::uint32_t>(flags));
+    ep.kernel().connect(address, conn_qual, to_timeout(timeout), data,
+                        static_cast<std::uint32_t>(qos), static_cast<std::uint32_t>(flags));
     return DAT_SUCCESS;
   });
 }
@@ -183,7 +197,8 @@ DAT_RETURN ep_dup_connect(DAT_EP_HANDLE handle, DAT_EP_HANDLE dup_handle, DAT_TI
     auto &dup = lookup_as<Ep>(dup_handle, DAT_INVALID_HANDLE_EP);
     if (dup.ia != ep.ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
     const auto data = private_data(pd_size, pd, DAT_INVALID_ARG5);
-    ep.kernel.dup_connect(dup.kernel, to_timeout(timeout), data, static_cast<std::uint32_t>(qos));
+    ep.kernel().dup_connect(dup.kernel(), to_timeout(timeout), data,
+                            static_cast<std::uint32_t>(qos));
     return DAT_SUCCESS;
   });
 }
@@ -194,8 +209,12 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags) {
     auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
     if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
       fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-    ep.kernel.disconnect(flags == DAT_CLOSE_GRACEFUL_FLAG ? kdat::CloseMode::graceful
-                                                          : kdat::CloseMode::abrupt);
+    const auto mode =
+        flags == DAT_CLOSE_GRACEFUL_FLAG ? kdat::CloseMode::graceful : kdat::CloseMode::abrupt;
+    if (ep.user)
+      ep.user->disconnect(mode);  // abrupt: the QP is in ERR, posted DTOs flush
+    else
+      ep.kernel().disconnect(mode);
     return DAT_SUCCESS;
   });
 }
@@ -206,10 +225,12 @@ DAT_RETURN ep_get_status(DAT_EP_HANDLE handle, DAT_EP_STATE *state, DAT_BOOLEAN 
     auto lock = lock_provider();
     auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
     if (state == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-    *state = static_cast<DAT_EP_STATE>(ep.kernel.state());  // the shared table: no syscall
-    // No DTO can be outstanding without a data path.
-    if (recv_idle != nullptr) *recv_idle = DAT_TRUE;
-    if (request_idle != nullptr) *request_idle = DAT_TRUE;
+    *state = static_cast<DAT_EP_STATE>(ep.kernel().state());  // the shared table: no syscall
+    if (ep.recv_evd != nullptr) (void)ep.ia->data_path->poll_completions(*ep.recv_evd);
+    if (ep.request_evd != nullptr) (void)ep.ia->data_path->poll_completions(*ep.request_evd);
+    if (recv_idle != nullptr) *recv_idle = ep.qp->outstanding_recv() == 0 ? DAT_TRUE : DAT_FALSE;
+    if (request_idle != nullptr)
+      *request_idle = ep.qp->outstanding_request() == 0 ? DAT_TRUE : DAT_FALSE;
     return DAT_SUCCESS;
   });
 }
@@ -218,7 +239,7 @@ DAT_RETURN ep_free(DAT_EP_HANDLE handle) {
   return guard([&]() -> DAT_RETURN {
     auto lock = lock_provider();
     auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
-    ep.kernel.free();
+    ep.kernel().free();
     free_ep(ep);
     return DAT_SUCCESS;
   });
@@ -227,7 +248,13 @@ DAT_RETURN ep_free(DAT_EP_HANDLE handle) {
 DAT_RETURN ep_reset(DAT_EP_HANDLE handle) {
   return guard([&]() -> DAT_RETURN {
     auto lock = lock_provider();
-    lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP).kernel.reset();
+    auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
+    if (ep.user) {
+      ep.user->reset();  // and the QP RESET -> INIT: what was posted is gone
+      ep.ia->data_path->forget_ep(ep);
+    } else {
+      ep.kernel().reset();
+    }
     return DAT_SUCCESS;
   });
 }
@@ -326,7 +353,7 @@ DAT_RETURN rsp_create(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL conn_qual, DAT_EP_H
     if (ep.ia != &ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
     auto &evd = cr_evd(ia, evd_handle);
     if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
-    auto &rsp = make_child<Rsp>(ia, kdat::Rsp(ia.kernel, ep.kernel, conn_qual, *evd.kernel));
+    auto &rsp = make_child<Rsp>(ia, kdat::Rsp(ia.kernel, ep.kernel(), conn_qual, *evd.kernel));
     rsp.conn_qual = conn_qual;
     rsp.evd = &evd;
     rsp.ep = ep.handle;
@@ -398,7 +425,10 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
     } else {
       auto &ep = lookup_as<Ep>(ep_handle, DAT_INVALID_HANDLE_EP);
       if (ep.ia != cr.ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
-      cr.kernel.accept(ep.kernel, data);
+      if (ep.user)
+        ep.user->accept(cr.kernel, data);  // the QP to RTR/RTS, then the kernel accepts
+      else
+        cr.kernel.accept(ep.kernel(), data);
     }
     drop_child(cr);
     return DAT_SUCCESS;
@@ -425,7 +455,7 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE handle, DAT_COUNT pd_size, const DAT_PVOID pd
 
 Ep &adopt_ep(Ia &ia, std::uint32_t handle) {
   auto &ep = register_ep(ia, kdat::Endpoint::adopt(ia.kernel, handle));
-  const kdat::EpInfo info = ep.kernel.query();
+  const kdat::EpInfo info = ep.kernel().query();
   for (auto [k, slot] :
        {std::pair{info.connect_evd, &ep.connect_evd}, std::pair{info.request_evd, &ep.request_evd},
         std::pair{info.recv_evd, &ep.recv_evd}}) {
@@ -440,11 +470,12 @@ Ep &adopt_ep(Ia &ia, std::uint32_t handle) {
 // Forgets `ep` on the provider's side; the caller has freed (or lost) the kernel EP.  The
 // kdat::Endpoint's destructor frees the kernel EP if it still exists (errors ignored).
 void free_ep(Ep &ep) {
+  ep.ia->data_path->forget_ep(ep);
   count_use(ep, -1);
   ep.pz = nullptr;
   ep.recv_evd = ep.request_evd = ep.connect_evd = nullptr;
-  const auto it = ep.ia->eps.find(ep.kernel.handle());
-  if (it != ep.ia->eps.end() && it->second == &ep) ep.ia->eps.erase(it);
+  // By value: the kernel EP may be freed already (its handle is 0 then).
+  std::erase_if(ep.ia->eps, [&](const auto &entry) { return entry.second == &ep; });
   drop_child(ep);
 }
 

@@ -1,6 +1,6 @@
 // The data-transfer calls: validated here, carried out by the IA's DataPath (data_path.hpp).
-// With today's libkdat the data path registers memory but answers DAT_NOT_IMPLEMENTED to posts;
-// handles are checked first, so a bad handle is DAT_INVALID_HANDLE whatever the data path can do.
+// Posts go to the EP's user-owned QP (DAT_NOT_IMPLEMENTED for an EP without one); handles are
+// checked first, so a bad handle is DAT_INVALID_HANDLE whatever the data path can do.
 #include "data_path.hpp"
 #include "provider.hpp"
 

@@ -1,14 +1,16 @@
-// The provider's data path: memory registration and the posting of DTOs.  Everything that moves
-// data goes through this one interface, so the kernel-bypass data path (user-owned QPs driven by
-// kdat's connection management) replaces a single implementation and nothing else.
+// The provider's data path: memory registration, user-owned queue pairs and DTO completions.
+// Everything that moves data goes through this one interface (one DataPath per IA).
 //
-// Today libkdat gives a userspace EP a QP that the kernel owns, and /dev/kdat has no userspace
-// data path, so the only implementation (make_data_path) registers memory with libibverbs on the
-// IA's RDMA device (PDs, MRs: what a user-owned QP will need) and answers DAT_NOT_IMPLEMENTED to
-// every post.  Connection management never depends on it.
+// make_data_path gives the kernel-bypass data path: the IA's RDMA device opened with libibverbs
+// (kdat::Verbs, one PD), every EP made with a PZ gets a user-owned RC QP (kdat::UserEndpoint)
+// whose connection management kdat.ko drives, and every DTO EVD gets a CQ with a completion
+// channel; posts go straight to the QP, completions are polled from the CQ into the EVD's local
+// queue.  If the device cannot be opened by this process, PZs have no PD and EPs keep a
+// kernel-owned QP whose posts answer DAT_NOT_IMPLEMENTED (connection management still works).
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "provider.hpp"
 
@@ -27,6 +29,9 @@ class QueuePair {
   virtual DAT_RETURN post_rdma_write(DAT_COUNT segments, DAT_LMR_TRIPLET *iov,
                                      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
                                      DAT_COMPLETION_FLAGS flags) = 0;
+  // Posted receives / requests whose completions have not been taken from the CQ yet.
+  [[nodiscard]] virtual std::size_t outstanding_recv() const { return 0; }
+  [[nodiscard]] virtual std::size_t outstanding_request() const { return 0; }
 };
 
 // Per PZ: the device's protection domain.  Destruction releases it (after the PZ's LMRs).
@@ -57,21 +62,35 @@ class DataPath {
   // The protection domain for a new PZ; nullptr when the device offers none to this process
   // (connection management does not need one).
   [[nodiscard]] virtual std::unique_ptr<ProtectionDomain> make_protection_domain() = 0;
-  // The QP for a new EP.  Never fails: an implementation without a data path returns a QP whose
-  // posts fail, so connection management works on every EP.
+  // A user-owned QP EP for dat_ep_create with a PZ that has a PD; nullopt: use a kernel-QP EP.
+  // `attr` is the consumer's (null: defaults); sizes the QP.  Throws kdat::Error / Failure.
+  [[nodiscard]] virtual std::optional<kdat::UserEndpoint> make_user_endpoint(
+      Evd &connect, Evd *recv, Evd *request, const kdat::EpAttributes &attributes,
+      const DAT_EP_ATTR *attr) = 0;
+  // The QP for a new EP.  Never fails: a kernel-QP EP gets a QP whose posts answer
+  // DAT_NOT_IMPLEMENTED, so connection management works on every EP.
   [[nodiscard]] virtual std::unique_ptr<QueuePair> make_queue_pair(Ep &ep) = 0;
   // dat_lmr_create for DAT_MEM_TYPE_VIRTUAL memory; throws Failure.
   [[nodiscard]] virtual std::unique_ptr<MemoryRegion> register_memory(Pz &pz, void *address,
                                                                       DAT_VLEN length,
                                                                       DAT_MEM_PRIV_FLAGS privileges,
                                                                       MemoryKeys &keys) = 0;
-  // Moves completions of `evd`'s EPs into evd.local; returns how many.  An implementation with
-  // a completion channel also exposes its fd for evd_wait/cno_wait (-1: none).
+  // Moves completions of `evd`'s CQ into evd.local; returns how many.
   virtual std::size_t poll_completions(Evd &evd) = 0;
-  [[nodiscard]] virtual int completion_fd(const Evd &evd) const = 0;
+  // Before sleeping on `evd`: arms its CQ's notification and returns the completion channel's fd
+  // (-1: the EVD has no CQ).  Completions that arrived meanwhile are moved to evd.local.
+  virtual int arm(Evd &evd) = 0;
+  // `ep` has become DISCONNECTED and its QP is in ERR: waits (bounded) until the flushed
+  // completions of its requests posted to `evd`'s CQ are in evd.local, so that they are
+  // delivered before the DISCONNECTED event on a shared EVD.
+  virtual void settle(Ep &ep, Evd &evd) = 0;
+  // `ep` is freed or reset: forget its outstanding DTOs.
+  virtual void forget_ep(Ep &ep) = 0;
+  // `evd` is freed: destroy its CQ (its EPs are gone).
+  virtual void forget_evd(Evd &evd) = 0;
 };
 
-// The data path for `ia` with today's libkdat: kernel-owned QPs, nothing to post to.
+// The data path for `ia` (see the top of this file).
 [[nodiscard]] std::unique_ptr<DataPath> make_data_path(Ia &ia);
 
 }  // namespace kdat::dapl

@@ -75,6 +75,44 @@ std::size_t available(Evd &evd) {
   return evd.local.size() + (evd.kernel ? evd.kernel->pending() : 0);
 }
 
+// The DAT form of a kernel event just taken from `evd`.  libkdat moved the QP of an EP that
+// ended to ERR while taking it: the flushed DTOs of that EP on this EVD are queued first (seed
+// 001), so a DISCONNECTED never overtakes them on a shared EVD.
+DAT_EVENT deliver(Evd &evd, const kdat::Event &event) {
+  DAT_EVENT translated{};
+  translate(evd, event, translated);
+  if (event.is_connection_event()) {
+    const auto it = evd.ia->eps.find(event.ep);
+    if (it != evd.ia->eps.end() && it->second->user &&
+        it->second->kernel().state() == kdat::EpState::DISCONNECTED)
+      evd.ia->data_path->settle(*it->second, evd);
+  }
+  return translated;
+}
+
+// A user-owned QP's active connect completes only when libkdat takes the REP from the EP's
+// connect EVD (user_qp.hpp).  A consumer may be waiting elsewhere -- e.g. on the passive side's
+// EVD in the same process -- so every wait and dequeue first moves the events of connect EVDs
+// of actively connecting user EPs (nobody waiting on them) to those EVDs' local queues, and
+// watches their ring fds while it sleeps.
+void pump_connects(Ia &ia, const Evd *self, std::vector<pollfd> *fds) {
+  for (const auto &[k, ep] : ia.eps) {
+    (void)k;
+    Evd *other = ep->connect_evd;
+    if (!ep->user || other == nullptr || other == self || !other->kernel || other->waiters > 0)
+      continue;
+    if (ep->kernel().state() != kdat::EpState::ACTIVE_CONNECTION_PENDING) continue;
+    for (std::uint32_t n = other->kernel->pending(); n > 0; --n) {
+      auto event = other->kernel->dequeue();
+      if (!event) continue;  // libkdat's own (the REP): handled inside dequeue()
+      other->local.push_back(deliver(*other, *event));
+      signal(other->wake.get());
+      if (other->cno != nullptr) signal(other->cno->wake.get());
+    }
+    if (fds != nullptr) fds->push_back({other->kernel->fd(), POLLIN, 0});
+  }
+}
+
 // Takes the oldest event (local first); false if there was none after all.
 bool take(Evd &evd, DAT_EVENT &out) {
   if (!evd.local.empty()) {
@@ -84,17 +122,24 @@ bool take(Evd &evd, DAT_EVENT &out) {
   }
   if (evd.kernel) {
     if (auto event = evd.kernel->dequeue()) {
-      translate(evd, *event, out);
+      const DAT_EVENT translated = deliver(evd, *event);
+      if (!evd.local.empty()) {
+        evd.local.push_back(translated);
+        out = evd.local.front();
+        evd.local.pop_front();
+      } else {
+        out = translated;
+      }
       return true;
     }
   }
   return false;
 }
 
-void append_fds(const Evd &evd, std::vector<pollfd> &fds) {
+void append_fds(Evd &evd, std::vector<pollfd> &fds) {
   fds.push_back({evd.wake.get(), POLLIN, 0});
   if (evd.kernel) fds.push_back({evd.kernel->fd(), POLLIN, 0});
-  const int cq = evd.ia->data_path->completion_fd(evd);
+  const int cq = evd.ia->data_path->arm(evd);
   if (cq >= 0) fds.push_back({cq, POLLIN, 0});
 }
 
@@ -206,6 +251,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
     const auto need = static_cast<std::size_t>(threshold);
     for (;;) {
       if (!evd.waitable) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
+      pump_connects(*evd.ia, &evd, nullptr);
       const std::size_t have = available(evd);
       if (have >= need && take(evd, *event)) {
         if (nmore != nullptr) *nmore = static_cast<DAT_COUNT>(available(evd));
@@ -213,6 +259,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
       }
       std::vector<pollfd> fds;
       append_fds(evd, fds);
+      pump_connects(*evd.ia, &evd, &fds);
       lock.unlock();
       bool slept = false;
       try {
@@ -251,6 +298,7 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT *event) {
     auto lock = lock_provider();
     auto &evd = lookup_as<Evd>(handle, DAT_INVALID_HANDLE_EVD_REQUEST);
     if (event == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    pump_connects(*evd.ia, &evd, nullptr);
     (void)evd.ia->data_path->poll_completions(evd);
     if (!take(evd, *event)) return error(DAT_QUEUE_EMPTY);
     return DAT_SUCCESS;
@@ -394,6 +442,7 @@ void free_evd(Evd &evd, bool quiet) {
     if (!quiet) evd.kernel->free();  // else the kdat::Evd's destructor frees it, errors ignored
     ia.evds.erase(k);
   }
+  ia.data_path->forget_evd(evd);
   if (evd.cno != nullptr) evd.cno->evds.erase(&evd);
   evd.cno = nullptr;
   drop_child(evd);

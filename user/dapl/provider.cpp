@@ -184,7 +184,9 @@ void fill_provider_attr(const Ia &ia, DAT_PROVIDER_ATTR &a) {
   a.lmr_mem_types_supported = DAT_MEM_TYPE_VIRTUAL;
   a.iov_ownership_on_return = DAT_IOV_CONSUMER;
   a.dat_qos_supported = DAT_QOS_BEST_EFFORT;
-  a.completion_flags_supported = DAT_COMPLETION_DEFAULT_FLAG;
+  a.completion_flags_supported = static_cast<DAT_COMPLETION_FLAGS>(
+      DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG |
+      DAT_COMPLETION_BARRIER_FENCE_FLAG);
   a.is_thread_safe = ia.instance->info.is_thread_safe;
   a.max_private_data_size = static_cast<DAT_COUNT>(ia.attributes.max_connect_private_data);
   a.supports_multipath = DAT_FALSE;
@@ -199,6 +201,11 @@ void fill_provider_attr(const Ia &ia, DAT_PROVIDER_ATTR &a) {
   a.is_signal_safe = DAT_FALSE;
   a.ha_supported = DAT_FALSE;
   a.ha_loadbalancing = DAT_HA_LB_NONE;
+  // Read by dtest (dapl2-utils 2.1), which runs its RDMA read and send/recv ping-pong phases
+  // only for a provider that names RDMA read here.  The data path (user-owned RC QPs) has it.
+  static DAT_NAMED_ATTR specific[] = {{"DAT_IB_RDMA_READ", "TRUE"}};
+  a.num_provider_specific_attr = static_cast<DAT_COUNT>(std::size(specific));
+  a.provider_specific_attr = specific;
 }
 
 DAT_RETURN ia_query(DAT_IA_HANDLE handle, DAT_EVD_HANDLE *async_evd, DAT_IA_ATTR_MASK ia_mask,

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <deque>
 #include <kdat/kdat.hpp>
+#include <kdat/user_qp.hpp>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -132,8 +133,12 @@ struct Evd : Object {
 
 struct Ep : Object {
   static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_EP;
-  explicit Ep(kdat::Endpoint endpoint) : kernel(std::move(endpoint)) {}
-  kdat::Endpoint kernel;
+  explicit Ep(kdat::Endpoint endpoint) : own(std::move(endpoint)) {}
+  explicit Ep(kdat::UserEndpoint endpoint) : user(std::move(endpoint)) {}
+  // Exactly one is set: a kernel-QP EP (no data path) or a user-owned QP (the data path).
+  std::optional<kdat::Endpoint> own;
+  std::optional<kdat::UserEndpoint> user;
+  kdat::Endpoint &kernel() { return user ? user->endpoint() : *own; }
   Pz *pz = nullptr;
   Evd *recv_evd = nullptr;
   Evd *request_evd = nullptr;

@@ -18,6 +18,14 @@ for h in kdat/kdat.hpp kdat/ep_table.h uapi/kdat.h uapi/kdat_dat.h; do
 	test -f "$prefix/include/$h" || { echo "header $h not installed" >&2; exit 1; }
 done
 
+# The DAT provider (built when libdapl-dev is there) and its dat.conf naming the installed path.
+if [ -f "$build/dapl/libdaplkdat.so.2" ]; then
+	test -f "$libdir/libdaplkdat.so.2" || { echo "libdaplkdat.so.2 not installed" >&2; exit 1; }
+	conf=$prefix/share/kdat/dat.conf
+	grep -q "^kdat u2.0 .* $libdir/libdaplkdat.so.2 dapl.2.0 " "$conf" ||
+		{ echo "$conf does not name $libdir/libdaplkdat.so.2" >&2; cat "$conf" >&2; exit 1; }
+fi
+
 echo "--- find_package(kdat)"
 cmake -S "$src" -B "$tmp/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
 cmake --build "$tmp/cmake-build" >/dev/null

@@ -2,7 +2,9 @@
  * provider_check: drives a DAT provider through libdat2 (the registry) as a uDAPL consumer does,
  * and checks the answers: connection management in one process (PSP, RSP, provider PSP, accept,
  * reject, dup_connect, disconnect) and the error paths (bad, stale and wrong-type handles, bad
- * parameters, state errors, NOT_IMPLEMENTED data path).  Run by tests/guest/test_dapl_provider.py:
+ * parameters, state errors) and the data path over a connected pair (send/recv, RDMA write and
+ * read checked byte for byte, flushed receives before DISCONNECTED on a shared EVD).  Run by
+ * tests/guest/test_dapl_provider.py:
  *
  *   DAT_OVERRIDE=build/user/dapl/dat.conf provider_check PROVIDER IP PORT
  *   DAT_OVERRIDE=... provider_check --open-fails NAME TYPE     (host tests: no kdat.ko)
@@ -135,6 +137,228 @@ static void threads(DAT_IA_HANDLE ia) {
     expect("evd_clear_unwaitable", dat_evd_clear_unwaitable(evd), DAT_SUCCESS);
   }
   expect("evd_free (threads)", dat_evd_free(evd), DAT_SUCCESS);
+}
+
+/* Waits for a DTO completion on evd and checks cookie, length and status. */
+static int dto_done(const char *what, DAT_EVD_HANDLE evd, uint64_t cookie, DAT_VLEN length,
+                    DAT_DTO_COMPLETION_STATUS status) {
+  DAT_EVENT ev;
+  DAT_EVENT_NUMBER n = next_event(evd, &ev);
+  const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+  char line[160];
+  snprintf(line, sizeof(line), "%s: DTO completion, cookie 0x%llx, length %llu, status %d", what,
+           (unsigned long long)cookie, (unsigned long long)length, (int)status);
+  int ok = n == DAT_DTO_COMPLETION_EVENT && d->user_cookie.as_64 == cookie && d->status == status &&
+           (length == (DAT_VLEN)-1 || d->transfered_length == length);
+  if (!ok)
+    printf("     (event 0x%x cookie 0x%llx length %llu status %d)\n", n,
+           (unsigned long long)d->user_cookie.as_64, (unsigned long long)d->transfered_length,
+           (int)d->status);
+  return truth(line, ok);
+}
+
+static DAT_LMR_TRIPLET triplet(DAT_LMR_CONTEXT ctx, const void *at, DAT_VLEN len) {
+  DAT_LMR_TRIPLET t;
+  t.lmr_context = ctx;
+  t.virtual_address = (DAT_VADDR)(uintptr_t)at;
+  t.segment_length = len;
+  return t;
+}
+
+/* The data path between two EPs of this process: the client's DTOs complete on its own EVDs,
+ * the server's receive EVD is also its connect EVD (flushes before DISCONNECTED, seed 001). */
+static void data_path(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port) {
+  static char cbuf[8192], sbuf[8192];
+  DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE c_conn = DAT_HANDLE_NULL, c_req = DAT_HANDLE_NULL, c_rcv = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE s_req = DAT_HANDLE_NULL, s_shared = DAT_HANDLE_NULL, cr_evd = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL;
+  DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
+  DAT_LMR_HANDLE c_lmr = DAT_HANDLE_NULL, s_lmr = DAT_HANDLE_NULL;
+  DAT_LMR_CONTEXT c_l = 0, s_l = 0;
+  DAT_RMR_CONTEXT c_r = 0, s_r = 0;
+  DAT_VLEN len;
+  DAT_VADDR va;
+  DAT_REGION_DESCRIPTION region;
+  DAT_DTO_COOKIE ck;
+  DAT_EVENT ev;
+  DAT_LMR_TRIPLET iov[3];
+  DAT_RMR_TRIPLET rmr;
+  DAT_EP_ATTR attr;
+
+  expect("dp: pz_create", dat_pz_create(ia, &pz), DAT_SUCCESS);
+  expect("dp: evd_create", dat_evd_create(ia, 16, NULL, DAT_EVD_CONNECTION_FLAG, &c_conn),
+         DAT_SUCCESS);
+  dat_evd_create(ia, 16, NULL, DAT_EVD_DTO_FLAG, &c_req);
+  dat_evd_create(ia, 16, NULL, DAT_EVD_DTO_FLAG, &c_rcv);
+  dat_evd_create(ia, 16, NULL, DAT_EVD_DTO_FLAG, &s_req);
+  dat_evd_create(ia, 16, NULL, DAT_EVD_CR_FLAG, &cr_evd);
+  expect("dp: evd_create DTO|CONNECTION (shared)",
+         dat_evd_create(ia, 16, NULL, DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG, &s_shared),
+         DAT_SUCCESS);
+  memset(&attr, 0, sizeof(attr));
+  attr.service_type = DAT_SERVICE_TYPE_RC;
+  attr.max_message_size = 1 << 20;
+  attr.max_rdma_size = 1 << 20;
+  attr.qos = DAT_QOS_BEST_EFFORT;
+  attr.max_recv_dtos = 4;
+  attr.max_request_dtos = 8;
+  attr.max_recv_iov = 2;
+  attr.max_request_iov = 2;
+  attr.max_rdma_read_in = 4;
+  attr.max_rdma_read_out = 4;
+  expect("dp: ep_create (client)", dat_ep_create(ia, pz, c_rcv, c_req, c_conn, &attr, &c),
+         DAT_SUCCESS);
+  expect("dp: ep_create (server, shared EVD)",
+         dat_ep_create(ia, pz, s_shared, s_req, s_shared, &attr, &s), DAT_SUCCESS);
+  region.for_va = cbuf;
+  expect("dp: lmr_create (client)",
+         dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(cbuf), pz, DAT_MEM_PRIV_ALL_FLAG,
+                        DAT_VA_TYPE_VA, &c_lmr, &c_l, &c_r, &len, &va),
+         DAT_SUCCESS);
+  region.for_va = sbuf;
+  expect("dp: lmr_create (server)",
+         dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(sbuf), pz, DAT_MEM_PRIV_ALL_FLAG,
+                        DAT_VA_TYPE_VA, &s_lmr, &s_l, &s_r, &len, &va),
+         DAT_SUCCESS);
+  for (size_t i = 0; i < sizeof(cbuf); ++i) cbuf[i] = (char)(i * 7 + 1);
+  for (size_t i = 0; i < sizeof(sbuf); ++i) sbuf[i] = (char)(i * 13 + 5);
+
+  /* wrong state and bad arguments */
+  iov[0] = triplet(c_l, cbuf, 64);
+  ck.as_64 = 0x51;
+  expect("dp: post_send on an UNCONNECTED EP",
+         dat_ep_post_send(c, 1, iov, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_INVALID_STATE);
+  rmr.rmr_context = s_r;
+  rmr.virtual_address = (DAT_VADDR)(uintptr_t)sbuf;
+  rmr.segment_length = 64;
+  expect("dp: post_rdma_write on an UNCONNECTED EP",
+         dat_ep_post_rdma_write(c, 1, iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_INVALID_STATE);
+  expect("dp: post_rdma_read on an UNCONNECTED EP",
+         dat_ep_post_rdma_read(c, 1, iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_INVALID_STATE);
+  iov[1] = iov[2] = iov[0];
+  expect("dp: post_recv with more segments than max_recv_iov",
+         dat_ep_post_recv(s, 3, iov, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_INVALID_PARAMETER);
+  expect("dp: post_recv with NULL segments",
+         dat_ep_post_recv(s, 1, NULL, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_INVALID_PARAMETER);
+  /* the server's receives, posted before the connection: #1 gets the send, 2..4 are flushed */
+  for (uint64_t i = 1; i <= 4; ++i) {
+    iov[0] = triplet(s_l, sbuf + 64 * (i - 1), 64);
+    ck.as_64 = i;
+    expect("dp: post_recv before the connection",
+           dat_ep_post_recv(s, 1, iov, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  }
+  iov[0] = triplet(s_l, sbuf + 512, 64);
+  ck.as_64 = 9;
+  expect("dp: post_recv beyond max_recv_dtos",
+         dat_ep_post_recv(s, 1, iov, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_INSUFFICIENT_RESOURCES);
+
+  /* connect */
+  expect("dp: psp_create", dat_psp_create(ia, port, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp),
+         DAT_SUCCESS);
+  expect("dp: ep_connect",
+         dat_ep_connect(c, addr, port, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
+                        DAT_CONNECT_DEFAULT_FLAG),
+         DAT_SUCCESS);
+  if (next_event(cr_evd, &ev) != DAT_CONNECTION_REQUEST_EVENT) {
+    truth("dp: connection request", 0);
+    goto out;
+  }
+  expect("dp: cr_accept (user-owned QP)",
+         dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, s, 0, NULL), DAT_SUCCESS);
+  truth("dp: server ESTABLISHED on the shared EVD",
+        next_event(s_shared, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED);
+  if (!truth("dp: client ESTABLISHED", next_event(c_conn, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED))
+    goto out;
+
+  /* send/recv */
+  iov[0] = triplet(c_l, cbuf, 40);
+  iov[1] = triplet(c_l, cbuf + 100, 24);
+  ck.as_64 = 0x51;
+  expect("dp: post_send (2 segments)", dat_ep_post_send(c, 2, iov, ck, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_SUCCESS);
+  dto_done("dp: send", c_req, 0x51, 64, DAT_DTO_SUCCESS);
+  dto_done("dp: recv #1 on the shared EVD", s_shared, 1, 64, DAT_DTO_SUCCESS);
+  truth("dp: received bytes are the sent ones",
+        memcmp(sbuf, cbuf, 40) == 0 && memcmp(sbuf + 40, cbuf + 100, 24) == 0);
+
+  /* RDMA write: client -> server's sbuf[1024..2048) */
+  iov[0] = triplet(c_l, cbuf + 1024, 512);
+  iov[1] = triplet(c_l, cbuf + 1536, 512);
+  rmr.rmr_context = s_r;
+  rmr.virtual_address = (DAT_VADDR)(uintptr_t)(sbuf + 1024);
+  rmr.segment_length = 1024;
+  ck.as_64 = 0x52;
+  expect("dp: post_rdma_write",
+         dat_ep_post_rdma_write(c, 2, iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  dto_done("dp: rdma write", c_req, 0x52, 1024, DAT_DTO_SUCCESS);
+  truth("dp: RDMA write: target bytes equal the source",
+        memcmp(sbuf + 1024, cbuf + 1024, 1024) == 0);
+
+  /* RDMA read: server's sbuf[4096..4096+700) -> client's cbuf[4096..) */
+  iov[0] = triplet(c_l, cbuf + 4096, 700);
+  rmr.virtual_address = (DAT_VADDR)(uintptr_t)(sbuf + 4096);
+  rmr.segment_length = 700;
+  ck.as_64 = 0x53;
+  expect("dp: post_rdma_read",
+         dat_ep_post_rdma_read(c, 1, iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  dto_done("dp: rdma read", c_req, 0x53, 700, DAT_DTO_SUCCESS);
+  truth("dp: RDMA read: local bytes equal the remote ones",
+        memcmp(cbuf + 4096, sbuf + 4096, 700) == 0);
+
+  /* a suppressed send completes silently */
+  iov[0] = triplet(c_l, cbuf, 8);
+  ck.as_64 = 0x54;
+  expect("dp: post_send suppressed", dat_ep_post_send(c, 1, iov, ck, DAT_COMPLETION_SUPPRESS_FLAG),
+         DAT_SUCCESS);
+  dto_done("dp: recv #2 (of the suppressed send)", s_shared, 2, 8, DAT_DTO_SUCCESS);
+  expect("dp: no event for the suppressed send", dat_evd_wait(c_req, 200000, 1, &ev, NULL),
+         DAT_TIMEOUT_EXPIRED);
+  {
+    DAT_EP_STATE st;
+    DAT_BOOLEAN in_idle = DAT_TRUE, out_idle = DAT_FALSE;
+    dat_ep_get_status(s, &st, &in_idle, &out_idle);
+    truth("dp: ep_get_status: server has receives outstanding", in_idle == DAT_FALSE);
+  }
+
+  /* the client ends the connection: the server's two remaining receives are flushed and
+   * reported on the shared EVD before its DISCONNECTED */
+  expect("dp: ep_disconnect abrupt", dat_ep_disconnect(c, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+  dto_done("dp: recv #3 flushed before DISCONNECTED", s_shared, 3, (DAT_VLEN)-1,
+           DAT_DTO_ERR_FLUSHED);
+  dto_done("dp: recv #4 flushed before DISCONNECTED", s_shared, 4, (DAT_VLEN)-1,
+           DAT_DTO_ERR_FLUSHED);
+  truth("dp: then the server's DISCONNECTED",
+        next_event(s_shared, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED &&
+            ev.event_data.connect_event_data.ep_handle == s);
+  truth("dp: client DISCONNECTED", next_event(c_conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+  iov[0] = triplet(c_l, cbuf, 8);
+  expect("dp: post_send on a DISCONNECTED EP",
+         dat_ep_post_send(c, 1, iov, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_INVALID_STATE);
+  iov[0] = triplet(s_l, sbuf, 8);
+  expect("dp: post_recv on a DISCONNECTED EP",
+         dat_ep_post_recv(s, 1, iov, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_INVALID_STATE);
+  {
+    DAT_EP_STATE st;
+    DAT_BOOLEAN in_idle = DAT_FALSE, out_idle = DAT_FALSE;
+    dat_ep_get_status(s, &st, &in_idle, &out_idle);
+    truth("dp: ep_get_status: server idle after the flush", in_idle == DAT_TRUE);
+  }
+out:
+  expect("dp: ep_free (client)", dat_ep_free(c), DAT_SUCCESS);
+  expect("dp: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);
+  if (psp != DAT_HANDLE_NULL) dat_psp_free(psp);
+  expect("dp: lmr_free", dat_lmr_free(c_lmr), DAT_SUCCESS);
+  dat_lmr_free(s_lmr);
+  expect("dp: evd_free (shared)", dat_evd_free(s_shared), DAT_SUCCESS);
+  dat_evd_free(c_conn);
+  dat_evd_free(c_req);
+  dat_evd_free(c_rcv);
+  dat_evd_free(s_req);
+  dat_evd_free(cr_evd);
+  expect("dp: pz_free", dat_pz_free(pz), DAT_SUCCESS);
 }
 
 int main(int argc, char **argv) {
@@ -295,10 +519,10 @@ int main(int argc, char **argv) {
     iov.lmr_context = lctx;
     iov.virtual_address = (DAT_VADDR)(uintptr_t)buf;
     iov.segment_length = 64;
-    expect("ep_post_recv (data path)",
-           dat_ep_post_recv(ep, 1, &iov, cookie, DAT_COMPLETION_DEFAULT_FLAG), DAT_NOT_IMPLEMENTED);
-    expect("ep_post_send (data path)",
-           dat_ep_post_send(ep, 1, &iov, cookie, DAT_COMPLETION_DEFAULT_FLAG), DAT_NOT_IMPLEMENTED);
+    expect("ep_post_recv before the connection",
+           dat_ep_post_recv(ep, 1, &iov, cookie, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+    expect("ep_post_send on an UNCONNECTED EP",
+           dat_ep_post_send(ep, 1, &iov, cookie, DAT_COMPLETION_DEFAULT_FLAG), DAT_INVALID_STATE);
     expect("ep_post_send on a PZ handle",
            dat_ep_post_send(pz, 1, &iov, cookie, DAT_COMPLETION_DEFAULT_FLAG), DAT_INVALID_HANDLE);
   }
@@ -585,6 +809,8 @@ int main(int argc, char **argv) {
          DAT_INVALID_HANDLE);
   expect("cr_accept(NULL) (registry)", dat_cr_accept(DAT_HANDLE_NULL, ep, 0, NULL),
          DAT_INVALID_HANDLE);
+
+  data_path(ia, server_addr, port + 20);
 
   /* ---- IA close: graceful refuses while objects live; abrupt frees them */
   expect("ia_close graceful with objects", dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG),
