@@ -31,8 +31,9 @@ bench-build: all
 	cmake --build $(BUILD)/bench -j $(JOBS)
 
 bench: deps bench-build
+	scripts/deps --bench
 	rm -rf $(BUILD)/bench-results
-	scripts/vm-run --timeout 1800 --results $(BUILD)/bench-results -- bench/run
+	scripts/vm-run --timeout 3600 --results $(BUILD)/bench-results -- bench/run
 	bench/report $(BUILD)/bench-results bench/results/latest.md
 
 demo: deps
