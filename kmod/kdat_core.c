@@ -1152,7 +1152,7 @@ static struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr
 		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
 		return NULL;
 	}
-	if (kdat_ep_dto_init(ep) || kdat_qp_init(ep)) {
+	if (kdat_ep_dto_init(ep, ia->own_ctx && !uqp) || kdat_qp_init(ep)) {
 		kdat_ep_free_qp(ep);
 		kfree(ep);
 		kdat_ia_unuse_pd(ia);

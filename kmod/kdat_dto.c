@@ -37,13 +37,21 @@ static struct kdat_wr *kdat_wr_list(struct kdat_wr *ring, u32 n)
 
 static void kdat_ep_graceful_work(struct work_struct *work);
 
-int kdat_ep_dto_init(struct kdat_ep *ep)
+/*
+ * posts: whether the kernel may post on this EP.  Only a kernel consumer's
+ * EP with a kernel QP can: /dev/kdat has no data path and a user QP is
+ * posted to from userspace, so those EPs do without the work request rings
+ * (about 2 KiB per EP; the free lists stay empty).
+ */
+int kdat_ep_dto_init(struct kdat_ep *ep, bool posts)
 {
 	u32 nsend = ep->attr.max_request_dtos, nrecv = ep->attr.max_recv_dtos;
 
 	spin_lock_init(&ep->wr_lock);
 	atomic_set(&ep->sends_in_flight, 0);
 	INIT_WORK(&ep->graceful_work, kdat_ep_graceful_work);
+	if (!posts)
+		return 0;
 	ep->send_wrs = kdat_wr_ring(nsend);
 	ep->recv_wrs = kdat_wr_ring(nrecv);
 	if (!ep->send_wrs || !ep->recv_wrs) {

@@ -318,7 +318,7 @@ kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
 kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags);
 
 /* kdat_dto.c */
-int kdat_ep_dto_init(struct kdat_ep *ep);
+int kdat_ep_dto_init(struct kdat_ep *ep, bool posts);
 void kdat_ep_dto_exit(struct kdat_ep *ep);
 void kdat_ep_flush(struct kdat_ep *ep);
 void kdat_ep_send_dreq(struct kdat_ep *ep);
