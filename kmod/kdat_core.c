@@ -629,7 +629,9 @@ static int kdat_noop_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 
 /*
  * handle, when set, receives the new IA's handle while ctx->lock still
- * keeps the IA alive: a racing close by handle may free it at once.
+ * keeps the IA alive: a racing close by handle may free it at once.  So the
+ * ioctls take only the handle and pass out == NULL: they never hold the
+ * pointer.
  */
 kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, struct kdat_ia **out,
 			   u32 *handle)
@@ -715,7 +717,8 @@ kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, struct kdat_i
 	if (handle)
 		*handle = ia->obj.handle;
 	mutex_unlock(&ctx->lock);
-	*out = ia;
+	if (out)
+		*out = ia;
 	return KDAT_DAT_SUCCESS;
 
 err_pd:
@@ -807,7 +810,8 @@ kdat_ret_t kdat_evd_create_in(struct kdat_ia *ia, u32 qlen, u32 flags, kdat_upca
 		kdat_rec_sync(&evd->obj);
 		if (handle)
 			*handle = evd->obj.handle;
-		*out = evd;
+		if (out)
+			*out = evd;
 	}
 	mutex_unlock(&ctx->lock);
 	if (ret)
@@ -1268,7 +1272,8 @@ kdat_ret_t kdat_ep_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
 	kdat_ia_unuse_pd(ia);
 	if (ret)
 		return ret;
-	*out = ep;
+	if (out)
+		*out = ep;
 	return KDAT_DAT_SUCCESS;
 }
 
@@ -1931,7 +1936,8 @@ kdat_ret_t kdat_sp_create_in(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd 
 	if (handle)
 		*handle = sp->obj.handle;
 	mutex_unlock(&ctx->lock);
-	*out = sp;
+	if (out)
+		*out = sp;
 	return KDAT_DAT_SUCCESS;
 err:
 	mutex_unlock(&ctx->lock);
@@ -2274,7 +2280,6 @@ EXPORT_SYMBOL_GPL(kdat_cr_reject);
 struct kdat_orphan {
 	struct kdat_obj obj;		/* only .type: KDAT_OBJ_ORPHAN */
 	struct list_head node;
-	const struct kdat_cm_ops *cm;	/* the CM of the IA it came from */
 	struct rdma_cm_id *id;
 	/*
 	 * The id's reference on its EP, kept until the id is gone: a handler
@@ -2303,7 +2308,6 @@ static struct rdma_cm_id *kdat_orphan_adopt(struct kdat_ep *ep, struct rdma_cm_i
 	if (!o)
 		return id;
 	o->obj.type = KDAT_OBJ_ORPHAN;
-	o->cm = ep->ia->cm;
 	o->id = id;
 	o->ep = ep;
 	mutex_lock(&kdat_orphans_lock);
@@ -2321,10 +2325,10 @@ static int kdat_orphan_event(struct kdat_orphan *o, struct rdma_cm_id *id,
 
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ESTABLISHED:
-		o->cm->disconnect(id);	/* DREQ: the peer sees DISCONNECTED */
+		o->ep->cm->disconnect(id);	/* DREQ: the peer sees DISCONNECTED */
 		return 0;
 	case RDMA_CM_EVENT_DISCONNECTED:
-		o->cm->disconnect(id);	/* DREP, if the peer closed first */
+		o->ep->cm->disconnect(id);	/* DREP, if the peer closed first */
 		fallthrough;
 	case RDMA_CM_EVENT_REJECTED:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
@@ -2361,7 +2365,7 @@ void kdat_orphans_reap(struct ib_device *ibdev)
 	}
 	mutex_unlock(&kdat_orphans_lock);
 	list_for_each_entry_safe(o, tmp, &reap, node) {
-		o->cm->destroy_id(o->id);
+		o->ep->cm->destroy_id(o->id);
 		kdat_obj_put(&o->ep->obj);
 		kfree(o);
 	}

@@ -120,8 +120,6 @@ static long kdat_ioc_version(void __user *uarg)
 
 static long kdat_ioc_ia_open(struct kdat_ctx *ctx, void __user *uarg)
 {
-	struct kdat_ia *ia;
-
 	KDAT_IN(kdat_ia_open, a, uarg);
 	if (a.reserved)
 		return -EINVAL;
@@ -130,7 +128,7 @@ static long kdat_ioc_ia_open(struct kdat_ctx *ctx, void __user *uarg)
 		return KDAT_OUT(a, uarg);
 	}
 	/* a.ia is written while the IA cannot be closed by a racing thread */
-	a.status = kdat_ia_open_in(ctx, a.name, &ia, &a.ia);
+	a.status = kdat_ia_open_in(ctx, a.name, NULL, &a.ia);
 	return KDAT_OUT(a, uarg);
 }
 
@@ -187,12 +185,11 @@ static long kdat_ioc_ia_query(struct kdat_ctx *ctx, void __user *uarg)
 
 static long kdat_ioc_evd_create(struct kdat_ctx *ctx, void __user *uarg)
 {
-	struct kdat_evd *evd;
 	struct kdat_ia *ia;
 
 	KDAT_IN(kdat_evd_create, a, uarg);
 	ia = kdat_get(ctx, a.ia, KDAT_OBJ_IA);
-	a.status = ia ? kdat_evd_create_in(ia, a.qlen, a.flags, NULL, NULL, &evd, &a.evd) :
+	a.status = ia ? kdat_evd_create_in(ia, a.qlen, a.flags, NULL, NULL, NULL, &a.evd) :
 		   KDAT_BAD_HANDLE(KDAT_DAT_INVALID_HANDLE_IA);
 	kdat_put(ia);
 	return KDAT_OUT(a, uarg);
@@ -292,7 +289,6 @@ static long kdat_ioc_ep_create(struct kdat_ctx *ctx, void __user *uarg)
 {
 	struct kdat_evd *conn = NULL, *req = NULL, *recv = NULL;
 	struct kdat_ia *ia;
-	struct kdat_ep *ep;
 
 	KDAT_IN(kdat_ep_create, a, uarg);
 	if (a.reserved || kdat_nonzero(a.attr.reserved, sizeof(a.attr.reserved)))
@@ -307,7 +303,7 @@ static long kdat_ioc_ep_create(struct kdat_ctx *ctx, void __user *uarg)
 	else if (!kdat_get_opt_evd(ctx, a.recv_evd, &recv))
 		a.status = KDAT_BAD_HANDLE(KDAT_DAT_INVALID_HANDLE_EVD_RECV);
 	else
-		a.status = kdat_ep_create_in(ia, conn, req, recv, &a.attr, NULL, &ep, &a.ep);
+		a.status = kdat_ep_create_in(ia, conn, req, recv, &a.attr, NULL, NULL, &a.ep);
 	kdat_put(recv);
 	kdat_put(req);
 	kdat_put(conn);
@@ -459,7 +455,6 @@ static long kdat_ioc_psp_create(struct kdat_ctx *ctx, void __user *uarg)
 {
 	struct kdat_evd *evd = NULL;
 	struct kdat_ia *ia;
-	struct kdat_sp *sp;
 
 	KDAT_IN(kdat_psp_create, a, uarg);
 	ia = kdat_get(ctx, a.ia, KDAT_OBJ_IA);
@@ -468,7 +463,7 @@ static long kdat_ioc_psp_create(struct kdat_ctx *ctx, void __user *uarg)
 	else if (!kdat_get_opt_evd(ctx, a.evd, &evd) || !evd)
 		a.status = KDAT_BAD_HANDLE(KDAT_DAT_INVALID_HANDLE_EVD_CR);
 	else
-		a.status = kdat_sp_create_in(ia, a.conn_qual, evd, a.flags, NULL, &sp, &a.psp);
+		a.status = kdat_sp_create_in(ia, a.conn_qual, evd, a.flags, NULL, NULL, &a.psp);
 	kdat_put(evd);
 	kdat_put(ia);
 	return KDAT_OUT(a, uarg);
@@ -532,7 +527,6 @@ static long kdat_ioc_rsp_create(struct kdat_ctx *ctx, void __user *uarg)
 	struct kdat_evd *evd = NULL;
 	struct kdat_ep *ep = NULL;
 	struct kdat_ia *ia;
-	struct kdat_sp *sp;
 
 	KDAT_IN(kdat_rsp_create, a, uarg);
 	ia = kdat_get(ctx, a.ia, KDAT_OBJ_IA);
@@ -546,7 +540,7 @@ static long kdat_ioc_rsp_create(struct kdat_ctx *ctx, void __user *uarg)
 			a.status = KDAT_BAD_HANDLE(KDAT_DAT_INVALID_HANDLE_EVD_CR);
 		else
 			a.status = kdat_sp_create_in(ia, a.conn_qual, evd, KDAT_PSP_CONSUMER, ep,
-						     &sp, &a.rsp);
+						     NULL, &a.rsp);
 	}
 	kdat_put(evd);
 	kdat_put(ep);

@@ -100,7 +100,6 @@ kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
 			   const struct kdat_ep_attr *attr, u32 qpn, u32 *handle)
 {
 	struct kdat_uqp *uqp;
-	struct kdat_ep *ep;
 	kdat_ret_t ret;
 
 	/* QPs 0 and 1 are the special QPs; QPNs have 24 bits */
@@ -113,7 +112,7 @@ kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
 		return KDAT_ERR(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 	uqp->qpn = qpn;
 	init_waitqueue_head(&uqp->unpinned);
-	ret = kdat_ep_create_in(ia, conn, NULL, NULL, attr, uqp, &ep, handle);
+	ret = kdat_ep_create_in(ia, conn, NULL, NULL, attr, uqp, NULL, handle);
 	if (ret)
 		kfree(uqp);
 	return ret;
