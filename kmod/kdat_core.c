@@ -43,8 +43,7 @@ MODULE_PARM_DESC(listen_backlog, "unanswered connection requests a PSP holds (de
  */
 #define KDAT_PDATA_MAGIC	0xda
 #define KDAT_PDATA_VERSION	1
-#define KDAT_PDATA_HDR		KDAT_PRIVATE_DATA_HEADER
-#define KDAT_IB_CONNECT_PDATA	(IB_CM_REQ_PRIVATE_DATA_SIZE - 36 - KDAT_PDATA_HDR)
+/* KDAT_PDATA_HDR and KDAT_IB_CONNECT_PDATA are in kdat_priv.h */
 #define KDAT_IB_ACCEPT_PDATA	(IB_CM_REP_PRIVATE_DATA_SIZE - KDAT_PDATA_HDR)
 #define KDAT_IB_REJECT_PDATA	(IB_CM_REJ_PRIVATE_DATA_SIZE - KDAT_PDATA_HDR)
 #define KDAT_PDATA_WIRE_MAX	(KDAT_PRIVATE_DATA_MAX + KDAT_PDATA_HDR)
@@ -243,7 +242,7 @@ struct kdat_obj *kdat_obj_get(struct kdat_ctx *ctx, u32 handle,
 	return obj;
 }
 
-static void kdat_sockaddr_copy(struct sockaddr_storage *dst, const struct sockaddr *src);
+static void kdat_sockaddr_copy(union kdat_sockaddr *dst, const struct sockaddr *src);
 
 /* Socket address of an IA with a port, for SP records. */
 static void kdat_ss_with_port(struct sockaddr_storage *ss, const struct sockaddr_storage *src,
@@ -278,8 +277,8 @@ static void kdat_rec_fill_ep(struct kdat_record *rec, struct kdat_ep *ep)
 		kdat_sockaddr_copy(&ep->remote_addr,
 				   (struct sockaddr *)&ep->cm_id->route.addr.dst_addr);
 	}
-	kdat_addr_out(&rec->local_addr, &ep->local_addr);
-	kdat_addr_out(&rec->remote_addr, &ep->remote_addr);
+	kdat_addr_out(&rec->local_addr, &ep->local_addr.sa);
+	kdat_addr_out(&rec->remote_addr, &ep->remote_addr.sa);
 }
 
 static void kdat_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
@@ -294,7 +293,7 @@ static void kdat_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 	case KDAT_OBJ_IA:
 		ia = (struct kdat_ia *)obj;
 		rec->state = ia->removed ? KDAT_IA_DEVICE_REMOVED : KDAT_IA_UP;
-		kdat_addr_out(&rec->local_addr, &ia->addr);
+		kdat_addr_out(&rec->local_addr, (struct sockaddr *)&ia->addr);
 		break;
 	case KDAT_OBJ_EVD:
 		evd = (struct kdat_evd *)obj;
@@ -316,7 +315,7 @@ static void kdat_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 		rec->conn_qual = sp->conn_qual;
 		if (sp->ia) {
 			kdat_ss_with_port(&ss, &sp->ia->addr, sp->conn_qual);
-			kdat_addr_out(&rec->local_addr, &ss);
+			kdat_addr_out(&rec->local_addr, (struct sockaddr *)&ss);
 		}
 		break;
 	case KDAT_OBJ_CR:
@@ -325,8 +324,8 @@ static void kdat_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 		rec->owner = kdat_obj_handle(cr->ia);
 		rec->link = kdat_obj_handle(cr->sp);
 		rec->link2 = kdat_obj_handle(cr->ep);
-		kdat_addr_out(&rec->local_addr, &cr->local_addr);
-		kdat_addr_out(&rec->remote_addr, &cr->remote_addr);
+		kdat_addr_out(&rec->local_addr, &cr->local_addr.sa);
+		kdat_addr_out(&rec->remote_addr, &cr->remote_addr.sa);
 		break;
 	default:
 		break;
@@ -492,6 +491,21 @@ static kdat_ret_t kdat_invalid_state(struct kdat_ep *ep)
  * (state, stimulus), post the event it names (with the private data the
  * stimulus brought), and return the action.  Caller holds ctx->lock.
  */
+/*
+ * Stops the connect timeout.  A timer already running finds ep->timer changed
+ * and does nothing.  Caller holds ctx->lock.
+ */
+static void kdat_ep_stop_timer(struct kdat_ep *ep)
+{
+	struct kdat_ep_timer *t = ep->timer;
+
+	ep->timer = NULL;
+	if (t && cancel_delayed_work(&t->work)) {
+		kdat_obj_put(&ep->obj);
+		kfree(t);
+	}
+}
+
 unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
 			  const void *pdata, u32 pdata_len)
 {
@@ -504,6 +518,9 @@ unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
 		ep->state = step.next;
 		ep->transitions++;
 		ep->obj.changed_ns = ktime_get_boottime_ns();
+		/* connected: the timeout is over (and need not pin the EP meanwhile) */
+		if (ep->state == KDAT_EP_CONNECTED)
+			kdat_ep_stop_timer(ep);
 	}
 	if (step.event != KDAT_EP_EVENT_NONE) {
 		ep->obj.last_event = step.event;
@@ -563,21 +580,21 @@ static int kdat_qp_init(struct kdat_ep *ep)
 
 /* ---- addresses ---------------------------------------------------------------------- */
 
-static void kdat_sockaddr_copy(struct sockaddr_storage *dst, const struct sockaddr *src)
+static void kdat_sockaddr_copy(union kdat_sockaddr *dst, const struct sockaddr *src)
 {
 	memset(dst, 0, sizeof(*dst));
 	if (src->sa_family == AF_INET)
-		memcpy(dst, src, sizeof(struct sockaddr_in));
+		dst->in = *(const struct sockaddr_in *)src;
 	else if (src->sa_family == AF_INET6)
-		memcpy(dst, src, sizeof(struct sockaddr_in6));
+		dst->in6 = *(const struct sockaddr_in6 *)src;
 }
 
-static void kdat_sockaddr_set_port(struct sockaddr_storage *ss, u16 port)
+static void kdat_sockaddr_set_port(union kdat_sockaddr *a, u16 port)
 {
-	if (ss->ss_family == AF_INET)
-		((struct sockaddr_in *)ss)->sin_port = htons(port);
-	else if (ss->ss_family == AF_INET6)
-		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+	if (a->sa.sa_family == AF_INET)
+		a->in.sin_port = htons(port);
+	else if (a->sa.sa_family == AF_INET6)
+		a->in6.sin6_port = htons(port);
 }
 
 /* ---- IA ------------------------------------------------------------------------------ */
@@ -1158,6 +1175,7 @@ static struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr
 	}
 	if (kdat_ep_dto_init(ep, ia->own_ctx && !uqp) || kdat_qp_init(ep)) {
 		kdat_ep_free_qp(ep);
+		kdat_ep_dto_exit(ep);
 		kfree(ep);
 		kdat_ia_unuse_pd(ia);
 		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
@@ -1292,15 +1310,9 @@ EXPORT_SYMBOL_GPL(kdat_ep_create);
 struct rdma_cm_id *kdat_ep_detach_id(struct kdat_ep *ep)
 {
 	struct rdma_cm_id *id = ep->cm_id;
-	struct kdat_ep_timer *t = ep->timer;
 
 	ep->cm_id = NULL;
-	ep->timer = NULL;
-	/* A timer already running finds ep->timer changed and does nothing. */
-	if (t && cancel_delayed_work(&t->work)) {
-		kdat_obj_put(&ep->obj);
-		kfree(t);
-	}
+	kdat_ep_stop_timer(ep);
 	return id;
 }
 
@@ -1438,11 +1450,6 @@ kdat_ret_t kdat_ep_free(struct kdat_ep *ep)
 }
 EXPORT_SYMBOL_GPL(kdat_ep_free);
 
-static void kdat_sockaddr_to_ss(struct sockaddr_storage *dst, struct sockaddr *src)
-{
-	kdat_sockaddr_copy(dst, src);
-}
-
 kdat_ret_t kdat_ep_query(struct kdat_ep *ep, struct kdat_ep_info *info)
 {
 	struct kdat_ctx *ctx = ep->obj.ctx;
@@ -1460,11 +1467,11 @@ kdat_ret_t kdat_ep_query(struct kdat_ep *ep, struct kdat_ep_info *info)
 		info->attr.max_rdma_read_out = ep->ord;
 	}
 	if (ep->cm_id) {
-		kdat_sockaddr_to_ss(&ep->local_addr, (struct sockaddr *)&ep->cm_id->route.addr.src_addr);
-		kdat_sockaddr_to_ss(&ep->remote_addr, (struct sockaddr *)&ep->cm_id->route.addr.dst_addr);
+		kdat_sockaddr_copy(&ep->local_addr, (struct sockaddr *)&ep->cm_id->route.addr.src_addr);
+		kdat_sockaddr_copy(&ep->remote_addr, (struct sockaddr *)&ep->cm_id->route.addr.dst_addr);
 	}
-	info->local_addr = ep->local_addr;
-	info->remote_addr = ep->remote_addr;
+	memcpy(&info->local_addr, &ep->local_addr, sizeof(ep->local_addr));
+	memcpy(&info->remote_addr, &ep->remote_addr, sizeof(ep->remote_addr));
 	info->transitions = ep->transitions;
 	mutex_unlock(&ctx->lock);
 	return KDAT_DAT_SUCCESS;
@@ -1613,7 +1620,7 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 	}
 	kdat_obj_get_ref(&ep->obj);	/* the id's */
 	err = ep->ia->cm->resolve_addr(id, (struct sockaddr *)&ep->ia->addr,
-				       (struct sockaddr *)&ep->remote_addr,
+				       &ep->remote_addr.sa,
 				       KDAT_RESOLVE_TIMEOUT_MS);
 	if (err) {
 		/* rdma_destroy_id() takes the handler mutex: never under ctx->lock */
@@ -1844,14 +1851,14 @@ EXPORT_SYMBOL_GPL(kdat_ep_disconnect);
 
 static kdat_ret_t kdat_sp_listen(struct kdat_sp *sp)
 {
-	struct sockaddr_storage addr = sp->ia->addr;
+	struct sockaddr_storage addr;
 	struct rdma_cm_id *id;
 	int err;
 
 	id = sp->ia->cm->create_id(kdat_cm_handler, sp);
 	if (IS_ERR(id))
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_DEVICE);
-	kdat_sockaddr_set_port(&addr, sp->conn_qual);
+	kdat_ss_with_port(&addr, &sp->ia->addr, sp->conn_qual);
 	err = sp->ia->cm->bind_addr(id, (struct sockaddr *)&addr);
 	if (!err)
 		err = sp->ia->cm->listen(id, sp->is_rsp ? KDAT_RSP_BACKLOG : KDAT_LISTEN_BACKLOG);
@@ -2057,8 +2064,8 @@ kdat_ret_t kdat_cr_query(struct kdat_cr *cr, struct kdat_cr_info *info)
 	info->remote_retry_count = cr->remote_retry_count;
 	info->remote_rnr_retry_count = cr->remote_rnr_retry_count;
 	info->remote_flow_control = cr->remote_flow_control;
-	info->remote_addr = cr->remote_addr;
-	info->local_addr = cr->local_addr;
+	memcpy(&info->remote_addr, &cr->remote_addr, sizeof(cr->remote_addr));
+	memcpy(&info->local_addr, &cr->local_addr, sizeof(cr->local_addr));
 	info->private_data_size = cr->private_data_size;
 	memcpy(info->private_data, cr->private_data, cr->private_data_size);
 	mutex_unlock(&ctx->lock);

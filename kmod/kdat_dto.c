@@ -21,11 +21,6 @@ static kdat_ret_t kdat_err(u32 type, u32 subtype)
 
 /* ---- per-request contexts -------------------------------------------------- */
 
-static struct kdat_wr *kdat_wr_ring(u32 n)
-{
-	return kcalloc(n, sizeof(struct kdat_wr), GFP_KERNEL);
-}
-
 static struct kdat_wr *kdat_wr_list(struct kdat_wr *ring, u32 n)
 {
 	u32 i;
@@ -52,23 +47,21 @@ int kdat_ep_dto_init(struct kdat_ep *ep, bool posts)
 	INIT_WORK(&ep->graceful_work, kdat_ep_graceful_work);
 	if (!posts)
 		return 0;
-	ep->send_wrs = kdat_wr_ring(nsend);
-	ep->recv_wrs = kdat_wr_ring(nrecv);
-	if (!ep->send_wrs || !ep->recv_wrs) {
-		kdat_ep_dto_exit(ep);
+	/* one allocation for both: the default 16 + 16 fill a 1 KiB slab object */
+	ep->wrs = kcalloc(nsend + nrecv, sizeof(*ep->wrs), GFP_KERNEL);
+	if (!ep->wrs)
 		return -ENOMEM;
-	}
-	ep->send_free = kdat_wr_list(ep->send_wrs, nsend);
-	ep->recv_free = kdat_wr_list(ep->recv_wrs, nrecv);
+	ep->send_free = kdat_wr_list(ep->wrs, nsend);
+	ep->recv_free = kdat_wr_list(ep->wrs + nsend, nrecv);
 	return 0;
 }
 
 void kdat_ep_dto_exit(struct kdat_ep *ep)
 {
-	kfree(ep->send_wrs);
-	kfree(ep->recv_wrs);
-	ep->send_wrs = NULL;
-	ep->recv_wrs = NULL;
+	kfree(ep->wrs);
+	ep->wrs = NULL;
+	ep->send_free = NULL;
+	ep->recv_free = NULL;
 }
 
 static struct kdat_wr *kdat_wr_get(struct kdat_ep *ep, bool recv)
@@ -129,7 +122,7 @@ static void kdat_ep_send_done(struct kdat_ep *ep)
 static void kdat_wr_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct kdat_wr *wr = container_of(wc->wr_cqe, struct kdat_wr, cqe);
-	struct kdat_ep *ep = wr->ep;
+	struct kdat_ep *ep = cq->cq_context;	/* each EP has its own CQ */
 	bool recv = wr->kind == KDAT_WR_RECV;
 	struct kdat_event_info *info;
 	struct kdat_evd *evd;
@@ -203,7 +196,6 @@ kdat_ret_t kdat_ep_post_recv(struct kdat_ep *ep, const struct kdat_iov *iov, u32
 	if (!ctx)
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
 	WRITE_ONCE(ep->ever_posted, true);
-	ctx->ep = ep;
 	ctx->cookie = cookie;
 	ctx->length = total;
 	ctx->kind = KDAT_WR_RECV;
@@ -251,7 +243,6 @@ static kdat_ret_t kdat_ep_post(struct kdat_ep *ep, const struct kdat_iov *iov, u
 	ctx = kdat_wr_get(ep, false);
 	if (!ctx)
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
-	ctx->ep = ep;
 	ctx->cookie = cookie;
 	ctx->length = total;
 	ctx->kind = kind;
@@ -498,7 +489,6 @@ kdat_ret_t kdat_rmr_bind(struct kdat_rmr *rmr, struct kdat_ep *ep, const struct 
 		ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
 		goto out;
 	}
-	wctx->ep = ep;
 	wctx->cookie = cookie;
 	wctx->length = iov->length;
 	wctx->kind = KDAT_WR_BIND;

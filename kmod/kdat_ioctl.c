@@ -62,17 +62,17 @@ static void kdat_put(void *obj)
 
 /* ---- addresses ------------------------------------------------------------ */
 
-void kdat_addr_out(struct kdat_addr *out, const struct sockaddr_storage *ss)
+void kdat_addr_out(struct kdat_addr *out, const struct sockaddr *sa)
 {
 	memset(out, 0, sizeof(*out));
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
 
 		out->family = KDAT_AF_INET;
 		out->port = ntohs(sin->sin_port);
 		memcpy(out->addr, &sin->sin_addr, 4);
-	} else if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
 
 		out->family = KDAT_AF_INET6;
 		out->port = ntohs(sin6->sin6_port);
@@ -164,7 +164,7 @@ static long kdat_ioc_ia_query(struct kdat_ctx *ctx, void __user *uarg)
 	if (!a.status) {
 		strscpy(a.device_name, info->device_name, sizeof(a.device_name));
 		strscpy(a.netdev_name, info->netdev_name, sizeof(a.netdev_name));
-		kdat_addr_out(&a.local_addr, &info->local_addr);
+		kdat_addr_out(&a.local_addr, (struct sockaddr *)&info->local_addr);
 		a.max_connect_private_data = info->max_connect_private_data;
 		a.max_accept_private_data = info->max_accept_private_data;
 		a.max_reject_private_data = info->max_reject_private_data;
@@ -351,8 +351,8 @@ static long kdat_ioc_ep_query(struct kdat_ctx *ctx, void __user *uarg)
 	if (ep && !a.status) {
 		a.state = info->state;
 		a.attr = info->attr;
-		kdat_addr_out(&a.local_addr, &info->local_addr);
-		kdat_addr_out(&a.remote_addr, &info->remote_addr);
+		kdat_addr_out(&a.local_addr, (struct sockaddr *)&info->local_addr);
+		kdat_addr_out(&a.remote_addr, (struct sockaddr *)&info->remote_addr);
 		/* under the lock: a racing modify or free may drop these EVDs */
 		mutex_lock(&ctx->lock);
 		if (!ep->obj.dead) {
@@ -589,8 +589,8 @@ static long kdat_ioc_cr_query(struct kdat_ctx *ctx, void __user *uarg)
 		a.remote_rdma_read_out = info->remote_rdma_read_out;
 		a.private_data_size = info->private_data_size;
 		memcpy(a.private_data, info->private_data, info->private_data_size);
-		kdat_addr_out(&a.remote_addr, &info->remote_addr);
-		kdat_addr_out(&a.local_addr, &info->local_addr);
+		kdat_addr_out(&a.remote_addr, (struct sockaddr *)&info->remote_addr);
+		kdat_addr_out(&a.local_addr, (struct sockaddr *)&info->local_addr);
 		a.remote_retry_count = info->remote_retry_count;
 		a.remote_rnr_retry_count = info->remote_rnr_retry_count;
 		a.remote_flow_control = info->remote_flow_control;

@@ -9,6 +9,7 @@
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
+#include <rdma/ib_cm.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 #include <kdat/kdat.h>
@@ -127,6 +128,25 @@ struct kdat_qevent {
 	struct kdat_event_info info;
 };
 
+/*
+ * An IPv4 or IPv6 socket address: all an EP needs to keep, at 28 bytes
+ * rather than sockaddr_storage's 128 (a kernel consumer may hold thousands
+ * of EPs).
+ */
+union kdat_sockaddr {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+};
+
+/*
+ * The most connect private data there is (the REQ's field less rdma_cm's
+ * header and kdat's, see kdat_core.c): what an EP keeps from connect until
+ * its REQ goes out.
+ */
+#define KDAT_PDATA_HDR		KDAT_PRIVATE_DATA_HEADER
+#define KDAT_IB_CONNECT_PDATA	(IB_CM_REQ_PRIVATE_DATA_SIZE - 36 - KDAT_PDATA_HDR)
+
 struct kdat_ep {
 	struct kdat_obj obj;
 	struct kdat_ia *ia;
@@ -145,16 +165,16 @@ struct kdat_ep {
 	bool provider_created;		/* made by a provider-flag PSP */
 	struct kdat_sp *rsp;		/* the RSP reserving it */
 	/* what the active side asked for, for the route/connect steps and dup_connect */
-	struct sockaddr_storage remote_addr;
-	struct sockaddr_storage local_addr;
+	union kdat_sockaddr remote_addr;
+	union kdat_sockaddr local_addr;
 	u64 conn_qual;
 	u32 connect_flags;
-	u8 private_data[KDAT_PRIVATE_DATA_MAX];
+	u8 private_data[KDAT_IB_CONNECT_PDATA];
 	u8 private_data_size;
 	struct kdat_ep_timer *timer;	/* the pending connect timeout, or NULL */
 	/* data transfer (kdat_dto.c): per-request contexts, preallocated */
 	spinlock_t wr_lock;		/* the free lists */
-	struct kdat_wr *send_wrs, *recv_wrs;
+	struct kdat_wr *wrs;		/* max_request_dtos sends, then max_recv_dtos receives */
 	struct kdat_wr *send_free, *recv_free;
 	atomic_t sends_in_flight;	/* sends, RDMA and RMR binds not yet completed */
 	bool ever_posted;		/* a request was posted: a flush must drain */
@@ -165,15 +185,19 @@ struct kdat_ep {
 	struct kdat_uqp *uqp;
 };
 
-/* One posted request's completion context. */
+/*
+ * One posted request's completion context: 32 bytes, so the default 16 + 16
+ * fill one 1 KiB slab object.  Its EP is the CQ's context.
+ */
 struct kdat_wr {
 	struct ib_cqe cqe;
-	struct kdat_ep *ep;
-	struct kdat_wr *next_free;
+	union {
+		struct kdat_wr *next_free;	/* on a free list */
+		struct kdat_rmr *rmr;		/* posted KDAT_WR_BIND */
+	};
 	u64 cookie;
 	u32 length;
 	u8 kind;			/* KDAT_WR_* */
-	struct kdat_rmr *rmr;		/* KDAT_WR_BIND */
 };
 
 enum { KDAT_WR_SEND, KDAT_WR_RDMA_WRITE, KDAT_WR_RDMA_READ, KDAT_WR_RECV, KDAT_WR_BIND };
@@ -226,8 +250,8 @@ struct kdat_cr {
 	bool busy;			/* an accept/reject owns cm_id right now */
 	u32 remote_ird, remote_ord;
 	u8 remote_retry_count, remote_rnr_retry_count, remote_flow_control;
-	struct sockaddr_storage remote_addr;
-	struct sockaddr_storage local_addr;
+	union kdat_sockaddr remote_addr;
+	union kdat_sockaddr local_addr;
 	u8 private_data[KDAT_PRIVATE_DATA_MAX];
 	u8 private_data_size;
 };
@@ -327,6 +351,6 @@ void kdat_ia_free_memory(struct kdat_ia *ia);
 
 /* kdat_ioctl.c */
 long kdat_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
-void kdat_addr_out(struct kdat_addr *out, const struct sockaddr_storage *ss);
+void kdat_addr_out(struct kdat_addr *out, const struct sockaddr *sa);
 
 #endif /* KDAT_PRIV_H */
