@@ -62,7 +62,8 @@ kdat::EpAttributes to_kdat(const DAT_EP_ATTR &attr) {
 template <typename E>
 Ep &register_ep(Ia &ia, E endpoint) {
   auto &ep = make_child<Ep>(ia, std::move(endpoint));
-  ia.eps[ep.kernel().handle()] = &ep;
+  ep.kernel_handle = ep.kernel().handle();
+  ia.eps[ep.kernel_handle] = &ep;
   ep.qp = ia.data_path->make_queue_pair(ep);
   return ep;
 }
@@ -185,6 +186,7 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
     const auto data = private_data(pd_size, pd, DAT_INVALID_ARG6);
     ep.kernel().connect(address, conn_qual, to_timeout(timeout), data,
                         static_cast<std::uint32_t>(qos), static_cast<std::uint32_t>(flags));
+    watch_connect(ep);
     return DAT_SUCCESS;
   });
 }
@@ -199,6 +201,7 @@ DAT_RETURN ep_dup_connect(DAT_EP_HANDLE handle, DAT_EP_HANDLE dup_handle, DAT_TI
     const auto data = private_data(pd_size, pd, DAT_INVALID_ARG5);
     ep.kernel().dup_connect(dup.kernel(), to_timeout(timeout), data,
                             static_cast<std::uint32_t>(qos));
+    watch_connect(ep);
     return DAT_SUCCESS;
   });
 }
@@ -252,6 +255,7 @@ DAT_RETURN ep_reset(DAT_EP_HANDLE handle) {
     if (ep.user) {
       ep.user->reset();  // and the QP RESET -> INIT: what was posted is gone
       ep.ia->data_path->forget_ep(ep);
+      unwatch_connect(ep);
     } else {
       ep.kernel().reset();
     }
@@ -471,11 +475,14 @@ Ep &adopt_ep(Ia &ia, std::uint32_t handle) {
 // kdat::Endpoint's destructor frees the kernel EP if it still exists (errors ignored).
 void free_ep(Ep &ep) {
   ep.ia->data_path->forget_ep(ep);
+  unwatch_connect(ep);
   count_use(ep, -1);
   ep.pz = nullptr;
   ep.recv_evd = ep.request_evd = ep.connect_evd = nullptr;
-  // By value: the kernel EP may be freed already (its handle is 0 then).
-  std::erase_if(ep.ia->eps, [&](const auto &entry) { return entry.second == &ep; });
+  // By the handle kept at registration: the kernel EP may be freed already (handle() is 0).
+  if (const auto it = ep.ia->eps.find(ep.kernel_handle);
+      it != ep.ia->eps.end() && it->second == &ep)
+    ep.ia->eps.erase(it);
   drop_child(ep);
 }
 

@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "data_path.hpp"
 #include "provider.hpp"
@@ -83,9 +85,12 @@ DAT_EVENT deliver(Evd &evd, const kdat::Event &event) {
   translate(evd, event, translated);
   if (event.is_connection_event()) {
     const auto it = evd.ia->eps.find(event.ep);
-    if (it != evd.ia->eps.end() && it->second->user &&
-        it->second->kernel().state() == kdat::EpState::DISCONNECTED)
-      evd.ia->data_path->settle(*it->second, evd);
+    if (it != evd.ia->eps.end() && it->second->user) {
+      Ep &ep = *it->second;
+      const kdat::EpState state = ep.kernel().state();
+      if (state != kdat::EpState::ACTIVE_CONNECTION_PENDING) unwatch_connect(ep);
+      if (state == kdat::EpState::DISCONNECTED) evd.ia->data_path->settle(ep, evd);
+    }
   }
   return translated;
 }
@@ -94,14 +99,12 @@ DAT_EVENT deliver(Evd &evd, const kdat::Event &event) {
 // connect EVD (user_qp.hpp).  A consumer may be waiting elsewhere -- e.g. on the passive side's
 // EVD in the same process -- so every wait and dequeue first moves the events of connect EVDs
 // of actively connecting user EPs (nobody waiting on them) to those EVDs' local queues, and
-// watches their ring fds while it sleeps.
+// watches their ring fds while it sleeps.  Those EVDs are counted as connects begin and end
+// (watch_connect), so a wait costs one step per such EVD, not one per EP.
 void pump_connects(Ia &ia, const Evd *self, std::vector<pollfd> *fds) {
-  for (const auto &[k, ep] : ia.eps) {
-    (void)k;
-    Evd *other = ep->connect_evd;
-    if (!ep->user || other == nullptr || other == self || !other->kernel || other->waiters > 0)
-      continue;
-    if (ep->kernel().state() != kdat::EpState::ACTIVE_CONNECTION_PENDING) continue;
+  const std::vector<Evd *> evds = ia.connecting_evds;  // deliver() may unwatch
+  for (Evd *other : evds) {
+    if (other == self || !other->kernel || other->waiters > 0) continue;
     for (std::uint32_t n = other->kernel->pending(); n > 0; --n) {
       auto event = other->kernel->dequeue();
       if (!event) continue;  // libkdat's own (the REP): handled inside dequeue()
@@ -112,6 +115,21 @@ void pump_connects(Ia &ia, const Evd *self, std::vector<pollfd> *fds) {
     if (fds != nullptr) fds->push_back({other->kernel->fd(), POLLIN, 0});
   }
 }
+
+}  // namespace
+
+void watch_connect(Ep &ep) {
+  if (!ep.user || ep.pumped != nullptr || ep.connect_evd == nullptr) return;
+  ep.pumped = ep.connect_evd;
+  if (ep.pumped->connecting++ == 0) ep.ia->connecting_evds.push_back(ep.pumped);
+}
+
+void unwatch_connect(Ep &ep) {
+  Evd *evd = std::exchange(ep.pumped, nullptr);
+  if (evd != nullptr && --evd->connecting == 0) std::erase(ep.ia->connecting_evds, evd);
+}
+
+namespace {
 
 // Takes the oldest event (local first); false if there was none after all.
 bool take(Evd &evd, DAT_EVENT &out) {

@@ -127,8 +127,9 @@ struct Evd : Object {
   Cno *cno = nullptr;
   bool enabled = true;
   bool waitable = true;
-  int users = 0;    // EPs, PSPs and RSPs that feed it, IA async
-  int waiters = 0;  // threads in evd_wait
+  int users = 0;       // EPs, PSPs and RSPs that feed it, IA async
+  int waiters = 0;     // threads in evd_wait
+  int connecting = 0;  // user EPs whose active connect waits on this EVD (pump_connects)
 };
 
 struct Ep : Object {
@@ -146,6 +147,8 @@ struct Ep : Object {
   DAT_EP_ATTR attr{};
   std::unique_ptr<QueuePair> qp;
   std::vector<std::byte> event_private_data;  // of the last connection event (DAT lifetime rule)
+  std::uint32_t kernel_handle = 0;            // its key in Ia::eps (kernel() says 0 once freed)
+  Evd *pumped = nullptr;                      // connect_evd while counted in its `connecting`
   sockaddr_storage local_address{};
   sockaddr_storage remote_address{};
 };
@@ -211,6 +214,7 @@ struct Ia : Object {
   // kernel handle -> provider object, to translate events
   std::unordered_map<std::uint32_t, Evd *> evds;
   std::unordered_map<std::uint32_t, Ep *> eps;
+  std::vector<Evd *> connecting_evds;  // the EVDs whose `connecting` is not 0
   std::unordered_map<std::uint32_t, Object *> service_points;
 };
 
@@ -255,6 +259,10 @@ kdat::PrivateDataView private_data(DAT_COUNT size, const void *data, DAT_RETURN 
 
 // Event translation (evd.cpp): the DAT form of a kdat event taken from `evd`.
 void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out);
+// A user EP's active connect has begun (watch) or is no longer pending (unwatch): its
+// connect EVD is pumped by waits elsewhere meanwhile (pump_connects in evd.cpp).
+void watch_connect(Ep &ep);
+void unwatch_connect(Ep &ep);
 // Frees an EVD.  quiet (abrupt IA close): no errors, the kernel EVD goes with the IA.
 void free_evd(Evd &evd, bool quiet = false);
 // Frees an EP and everything that must go with it (evd refcounts, PZ).
