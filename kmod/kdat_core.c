@@ -487,11 +487,6 @@ static kdat_ret_t kdat_invalid_state(struct kdat_ep *ep)
 }
 
 /*
- * The only place an EP's state changes: apply the table's answer for
- * (state, stimulus), post the event it names (with the private data the
- * stimulus brought), and return the action.  Caller holds ctx->lock.
- */
-/*
  * Stops the connect timeout.  A timer already running finds ep->timer changed
  * and does nothing.  Caller holds ctx->lock.
  */
@@ -506,6 +501,11 @@ static void kdat_ep_stop_timer(struct kdat_ep *ep)
 	}
 }
 
+/*
+ * The only place an EP's state changes: apply the table's answer for
+ * (state, stimulus), post the event it names (with the private data the
+ * stimulus brought), and return the action.  Caller holds ctx->lock.
+ */
 unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
 			  const void *pdata, u32 pdata_len)
 {
