@@ -102,8 +102,13 @@ DAT_EVENT deliver(Evd &evd, const kdat::Event &event) {
 // watches their ring fds while it sleeps.  Those EVDs are counted as connects begin and end
 // (watch_connect), so a wait costs one step per such EVD, not one per EP.
 void pump_connects(Ia &ia, const Evd *self, std::vector<pollfd> *fds) {
-  const std::vector<Evd *> evds = ia.connecting_evds;  // deliver() may unwatch
-  for (Evd *other : evds) {
+  // Backwards by index, with no copy: deliver() may unwatch an EVD, erasing it, which moves the
+  // later elements down one place -- every one not yet visited stays below i (one may be seen
+  // twice, which only pumps it again).
+  auto &evds = ia.connecting_evds;
+  for (std::size_t i = evds.size(); i-- > 0;) {
+    if (i >= evds.size()) continue;
+    Evd *other = evds[i];
     if (other == self || !other->kernel || other->waiters > 0) continue;
     for (std::uint32_t n = other->kernel->pending(); n > 0; --n) {
       auto event = other->kernel->dequeue();
