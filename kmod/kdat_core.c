@@ -546,6 +546,7 @@ kdat_ret_t kdat_ep_check(struct kdat_ep *ep, unsigned int stimulus)
 static int kdat_qp_modify_cm(struct kdat_ep *ep, struct rdma_cm_id *id,
 			     enum ib_qp_state state)
 {
+	ep->qp_err = false;
 	return ep->ia->cm->modify_qp(id, ep->qp, state, ep->ird, ep->ord);
 }
 
@@ -553,8 +554,10 @@ static void kdat_qp_set(struct kdat_ep *ep, enum ib_qp_state state)
 {
 	struct ib_qp_attr attr = { .qp_state = state };
 
-	if (ep->qp)
-		ib_modify_qp(ep->qp, &attr, IB_QP_STATE);
+	if (!ep->qp || (state == IB_QPS_ERR && ep->qp_err))
+		return;
+	ib_modify_qp(ep->qp, &attr, IB_QP_STATE);
+	ep->qp_err = state == IB_QPS_ERR;
 }
 
 /*
@@ -574,6 +577,7 @@ static int kdat_qp_init(struct kdat_ep *ep)
 
 	if (!ep->qp)	/* a user QP: the process applies KDAT_IOC_UQP_ATTR's INIT */
 		return 0;
+	ep->qp_err = false;
 	return ib_modify_qp(ep->qp, &attr, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT |
 			    IB_QP_ACCESS_FLAGS);
 }
@@ -2201,7 +2205,16 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 		param.flow_control = ep->attr.flow_control;
 		param.rnr_retry_count = ep->attr.rnr_retry_count;
 		param.qp_num = kdat_ep_qpn(ep);
-		err = ep->ia->cm->accept(id, &param);
+		/*
+		 * The REP goes out without ctx->lock (the owner's handlers wait
+		 * for it); our handler mutex keeps the id, and whatever moves the
+		 * EP on meanwhile (free, disconnect) hands the id to an orphan.
+		 */
+		mutex_unlock(&ctx->lock);
+		err = ep->cm->accept(id, &param);
+		mutex_lock(&ctx->lock);
+		if (ep->obj.dead || ep->cm_id != id || ep->state != KDAT_EP_COMPLETION_PENDING)
+			err = 0;
 	}
 	if (err) {
 		/* Establishment cannot complete: seed 003's ACCEPT_COMPLETION_ERROR. */
@@ -2530,9 +2543,21 @@ refuse_unlocked:
 	return -ECONNREFUSED;
 }
 
+/*
+ * What an EP's handler sends after dropping ctx->lock: the MAD sends are the
+ * slow part of a handler, and every other handler and call of the same owner
+ * waits for ctx->lock.  The handler mutex keeps the id alive meanwhile
+ * (destroy_id waits for it), and the id's reference keeps the EP.
+ */
+struct kdat_cm_send {
+	enum { KDAT_SEND_NONE, KDAT_SEND_REQ, KDAT_SEND_RTU, KDAT_SEND_DREP } what;
+	struct rdma_conn_param param;	/* REQ */
+	u8 wire[KDAT_PDATA_WIRE_MAX];
+};
+
 /* Active side: the peer accepted (REP); finish like librdmacm does for its own QPs. */
 static void kdat_cm_active_response(struct kdat_ep *ep, struct rdma_cm_id *id,
-				    struct rdma_cm_event *ev)
+				    struct rdma_cm_event *ev, struct kdat_cm_send *send)
 {
 	const struct rdma_conn_param *c = &ev->param.conn;
 	const u8 *pdata;
@@ -2555,15 +2580,12 @@ static void kdat_cm_active_response(struct kdat_ep *ep, struct rdma_cm_id *id,
 	err = kdat_qp_modify_cm(ep, id, IB_QPS_RTR);
 	if (!err)
 		err = kdat_qp_modify_cm(ep, id, IB_QPS_RTS);
-	if (!err)
-		err = ep->ia->cm->accept(id, NULL);	/* sends the RTU */
 	if (err) {
 		kdat_qp_set(ep, IB_QPS_ERR);
 		kdat_ep_step(ep, KDAT_EP_STIM_BROKEN, NULL, 0);
 		return;
 	}
-	len = kdat_pdata_unwrap(c->private_data, c->private_data_len, &pdata);
-	kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, pdata, len);
+	send->what = KDAT_SEND_RTU;	/* then ESTABLISHED, kdat_cm_ep_sent() */
 }
 
 /*
@@ -2582,29 +2604,101 @@ static void kdat_cm_active_established(struct kdat_ep *ep, struct rdma_cm_event 
 	kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, pdata, len);
 }
 
-static void kdat_cm_active_route(struct kdat_ep *ep, struct rdma_cm_id *id)
+static void kdat_cm_active_route(struct kdat_ep *ep, struct rdma_cm_id *id,
+				 struct kdat_cm_send *send)
 {
-	struct rdma_conn_param param = {};
-	u8 wire[KDAT_PDATA_WIRE_MAX];
+	struct rdma_conn_param *param = &send->param;
 	int err;
 
 	kdat_sockaddr_copy(&ep->local_addr, (struct sockaddr *)&id->route.addr.src_addr);
 	/* a user QP is in INIT since its creation (KDAT_IOC_UQP_ATTR) */
 	err = ep->uqp ? 0 : kdat_qp_modify_cm(ep, id, IB_QPS_INIT);
-	if (!err) {
-		param.private_data = wire;
-		param.private_data_len = kdat_pdata_wrap(wire, ep->private_data,
-							 ep->private_data_size);
-		param.responder_resources = ep->attr.max_rdma_read_in;
-		param.initiator_depth = ep->attr.max_rdma_read_out;
-		param.flow_control = ep->attr.flow_control;
-		param.retry_count = ep->attr.retry_count;
-		param.rnr_retry_count = ep->attr.rnr_retry_count;
-		param.qp_num = kdat_ep_qpn(ep);
-		err = ep->ia->cm->connect_locked(id, &param);
-	}
-	if (err)
+	if (err) {
 		kdat_ep_step(ep, KDAT_EP_STIM_NON_PEER_REJECTED, NULL, 0);
+		return;
+	}
+	param->private_data = send->wire;
+	param->private_data_len = kdat_pdata_wrap(send->wire, ep->private_data,
+						  ep->private_data_size);
+	param->responder_resources = ep->attr.max_rdma_read_in;
+	param->initiator_depth = ep->attr.max_rdma_read_out;
+	param->flow_control = ep->attr.flow_control;
+	param->retry_count = ep->attr.retry_count;
+	param->rnr_retry_count = ep->attr.rnr_retry_count;
+	param->qp_num = kdat_ep_qpn(ep);
+	send->what = KDAT_SEND_REQ;
+}
+
+/*
+ * A connection attempt that ended without a connection gives up its id:
+ * returns 1 to have rdma_cm destroy it after this upcall.  Caller holds
+ * ctx->lock, in the id's handler; before: the state the event found.
+ */
+static int kdat_cm_attempt_over(struct kdat_ep *ep, struct rdma_cm_id *id, u32 before)
+{
+	if (before == ep->state || ep->state != KDAT_EP_DISCONNECTED ||
+	    (before != KDAT_EP_ACTIVE_CONNECTION_PENDING &&
+	     before != KDAT_EP_COMPLETION_PENDING))
+		return 0;
+	kdat_ep_detach_id(ep);
+	kdat_qp_set(ep, IB_QPS_ERR);
+	/*
+	 * A UQP_ESTABLISH waiting for this handler's mutex must not find the
+	 * id freed when it gets it: destroy it later, after that.
+	 */
+	if (kdat_uqp_pinned(ep)) {
+		kdat_destroy_id_later(ep->ia->cm, id, &ep->obj);
+		return 0;
+	}
+	return 1;
+}
+
+/*
+ * The send a handler left for after ctx->lock (struct kdat_cm_send), and
+ * what follows from it; returns 1 if rdma_cm is to destroy the id.
+ */
+static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
+			   struct rdma_cm_event *ev, struct kdat_cm_send *send)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	const struct rdma_conn_param *c = &ev->param.conn;
+	const u8 *pdata;
+	int err, destroy = 0;
+	u32 before, len;
+
+	switch (send->what) {
+	case KDAT_SEND_DREP:
+		ep->cm->disconnect(id);
+		return 0;
+	case KDAT_SEND_REQ:
+		err = ep->cm->connect_locked(id, &send->param);
+		if (!err)
+			return 0;
+		break;
+	case KDAT_SEND_RTU:
+		err = ep->cm->accept(id, NULL);
+		break;
+	default:
+		return 0;
+	}
+	mutex_lock(&ctx->lock);
+	/* Unless the attempt ended meanwhile (timeout, disconnect, free): its id goes anyway. */
+	if (!ep->obj.dead && ep->cm_id == id && ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING) {
+		before = ep->state;
+		if (send->what == KDAT_SEND_REQ) {
+			kdat_ep_step(ep, KDAT_EP_STIM_NON_PEER_REJECTED, NULL, 0);
+		} else if (err) {
+			kdat_qp_set(ep, IB_QPS_ERR);
+			kdat_ep_step(ep, KDAT_EP_STIM_BROKEN, NULL, 0);
+		} else {
+			len = kdat_pdata_unwrap(c->private_data, c->private_data_len, &pdata);
+			kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, pdata, len);
+		}
+		destroy = kdat_cm_attempt_over(ep, id, before);
+		kdat_rec_sync(&ep->obj);
+	}
+	mutex_unlock(&ctx->lock);
+	return destroy;
 }
 
 /* Maps an rdma_cm event on an EP's id to the table's stimulus, doing the wire work. */
@@ -2612,10 +2706,13 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 			    struct rdma_cm_event *ev)
 {
 	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct kdat_cm_send send;
 	u32 before, plen;
-	int destroy = 0;
+	int destroy;
 	u8 len = 0;
 	const u8 *rej, *pdata;
+
+	send.what = KDAT_SEND_NONE;
 
 	mutex_lock(&ctx->lock);
 	if (ep->obj.dead || ep->cm_id != id) {
@@ -2638,7 +2735,7 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
 		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
-			kdat_cm_active_route(ep, id);
+			kdat_cm_active_route(ep, id, &send);
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
@@ -2647,7 +2744,7 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 		break;
 	case RDMA_CM_EVENT_CONNECT_RESPONSE:
 		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
-			kdat_cm_active_response(ep, id, ev);
+			kdat_cm_active_response(ep, id, ev, &send);
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
 		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
@@ -2672,7 +2769,7 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		/* Answer a peer's DREQ (DREP); harmless after our own DREQ. */
-		ep->ia->cm->disconnect(id);
+		send.what = KDAT_SEND_DREP;
 		ep->dreq_pending = false;
 		ep->graceful_pending = false;
 		if (ep->state == KDAT_EP_CONNECTED || ep->state == KDAT_EP_DISCONNECT_PENDING)
@@ -2686,27 +2783,11 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 	default:
 		break;	/* TIMEWAIT_EXIT, ADDR_CHANGE: nothing for the EP */
 	}
-	/*
-	 * A connection attempt that ended without a connection gives up its id
-	 * here: returning non-zero makes rdma_cm destroy it after this upcall.
-	 */
-	if (before != ep->state && ep->state == KDAT_EP_DISCONNECTED &&
-	    (before == KDAT_EP_ACTIVE_CONNECTION_PENDING ||
-	     before == KDAT_EP_COMPLETION_PENDING)) {
-		kdat_ep_detach_id(ep);
-		kdat_qp_set(ep, IB_QPS_ERR);
-		destroy = 1;
-		/*
-		 * A UQP_ESTABLISH waiting for this handler's mutex must not find
-		 * the id freed when it gets it: destroy it later, after that.
-		 */
-		if (kdat_uqp_pinned(ep)) {
-			kdat_destroy_id_later(ep->ia->cm, id, &ep->obj);
-			destroy = 0;
-		}
-	}
+	destroy = kdat_cm_attempt_over(ep, id, before);
 	kdat_rec_sync(&ep->obj);	/* addresses, IRD/ORD */
 	mutex_unlock(&ctx->lock);
+	if (send.what != KDAT_SEND_NONE && kdat_cm_ep_sent(ep, id, ev, &send))
+		destroy = 1;
 	if (destroy)
 		kdat_obj_put(&ep->obj);	/* the id's reference */
 	return destroy;

@@ -313,7 +313,9 @@ void kdat_ep_flush(struct kdat_ep *ep)
 	 * for.  Draining costs two marker requests and a CQ round trip per EP,
 	 * under ctx->lock, which is what made teardown slow (bench/).
 	 */
-	ib_modify_qp(ep->qp, &attr, IB_QP_STATE);
+	if (!ep->qp_err)
+		ib_modify_qp(ep->qp, &attr, IB_QP_STATE);
+	ep->qp_err = true;
 	if (READ_ONCE(ep->ever_posted))
 		ib_drain_qp(ep->qp);
 }

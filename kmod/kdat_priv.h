@@ -180,6 +180,11 @@ struct kdat_ep {
 	bool ever_posted;		/* a request was posted: a flush must drain */
 	bool graceful_pending;		/* DISCONNECT_PENDING waits for sends_in_flight == 0 */
 	bool dreq_pending;		/* our DREQ went out, its DISCONNECTED has not come */
+	/*
+	 * kdat moved the QP to ERR and not out of it since: another ERR would
+	 * only make the driver schedule its flush work again (ctx->lock).
+	 */
+	bool qp_err;
 	struct work_struct graceful_work;
 	/* a userspace QP instead of qp/cq (kdat_uqp.c), set at creation; NULL for kernel QPs */
 	struct kdat_uqp *uqp;
