@@ -29,6 +29,10 @@
  * per seqcount); an event ring only under its EVD's evd->lock.
  * rdma_destroy_id() waits for running handlers, so it is never called with
  * ctx->lock held: ids are detached under the lock and destroyed after it.
+ * The same wait lets a handler (or cr_accept, holding the handler mutex)
+ * send its REQ/REP/RTU/DREP after dropping ctx->lock: the id outlives it.
+ * QP state changes stay under ctx->lock: once an EP is killed,
+ * kdat_ep_finish() may free its QP without waiting for any handler.
  *
  * Lifetime: every object has a kref.  The owner's handle table holds one
  * reference, each in-flight call holds one, an rdma_cm id holds one on its
