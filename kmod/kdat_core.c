@@ -2617,6 +2617,7 @@ static void kdat_cm_active_route(struct kdat_ep *ep, struct rdma_cm_id *id,
 		kdat_ep_step(ep, KDAT_EP_STIM_NON_PEER_REJECTED, NULL, 0);
 		return;
 	}
+	memset(param, 0, sizeof(*param));	/* srq, qkey: none */
 	param->private_data = send->wire;
 	param->private_data_len = kdat_pdata_wrap(send->wire, ep->private_data,
 						  ep->private_data_size);
