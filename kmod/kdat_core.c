@@ -1391,6 +1391,7 @@ static void kdat_ep_abort_wire(struct kdat_ep *ep)
 }
 
 static struct rdma_cm_id *kdat_orphan_adopt(struct kdat_ep *ep, struct rdma_cm_id *id);
+static void kdat_orphan_retire(struct rdma_cm_id *id);
 
 /* Caller holds ctx->lock; returns the id to destroy after unlocking. */
 static struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep)
@@ -2213,8 +2214,11 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 		mutex_unlock(&ctx->lock);
 		err = ep->cm->accept(id, &param);
 		mutex_lock(&ctx->lock);
-		if (ep->obj.dead || ep->cm_id != id || ep->state != KDAT_EP_COMPLETION_PENDING)
+		if (ep->obj.dead || ep->cm_id != id || ep->state != KDAT_EP_COMPLETION_PENDING) {
+			if (err)
+				kdat_orphan_retire(id);
 			err = 0;
+		}
 	}
 	if (err) {
 		/* Establishment cannot complete: seed 003's ACCEPT_COMPLETION_ERROR. */
@@ -2336,6 +2340,32 @@ static struct rdma_cm_id *kdat_orphan_adopt(struct kdat_ep *ep, struct rdma_cm_i
 	/* a handler running for this id re-reads the context and lands here */
 	id->context = o;
 	return NULL;
+}
+
+/*
+ * The REP of an id that an orphan adopted while the REP was being sent could
+ * not be sent: no CM event will end that orphan, so it ends here.  The id
+ * goes back to the EP it holds a reference on (a stale context, as for any
+ * detached id) and is destroyed from kdat_wq once our handler mutex is free.
+ * Caller holds ctx->lock and the id's handler mutex, so no orphan event runs.
+ */
+static void kdat_orphan_retire(struct rdma_cm_id *id)
+{
+	struct kdat_orphan *o = id->context;
+	bool mine;
+
+	if (o->obj.type != KDAT_OBJ_ORPHAN)
+		return;		/* not adopted (device removal, no memory): its taker destroys it */
+	mutex_lock(&kdat_orphans_lock);
+	mine = !o->reaping;
+	if (mine)
+		list_del(&o->node);
+	mutex_unlock(&kdat_orphans_lock);
+	if (!mine)
+		return;
+	id->context = o->ep;
+	kdat_destroy_id_later(o->ep->cm, id, &o->ep->obj);
+	kfree(o);
 }
 
 static int kdat_orphan_event(struct kdat_orphan *o, struct rdma_cm_id *id,

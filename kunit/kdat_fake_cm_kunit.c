@@ -60,6 +60,9 @@ static struct {
 	unsigned int unlocked;		/* accept/connect without the handler mutex */
 	unsigned int double_destroy;
 	wait_queue_head_t wq;		/* destroyed ids */
+	/* run inside the next accept (REP), where kdat holds no ctx->lock */
+	void (*during_accept)(void *arg);
+	void *during_accept_arg;
 } fake;
 
 static struct fake_id *to_fake(struct rdma_cm_id *id)
@@ -175,7 +178,13 @@ static int fake_connect_locked(struct rdma_cm_id *id, struct rdma_conn_param *pa
 
 static int fake_accept(struct rdma_cm_id *id, struct rdma_conn_param *param)
 {
+	void (*during)(void *arg) = param ? fake.during_accept : NULL;
+
 	fake_check_locked(to_fake(id));
+	if (during) {
+		fake.during_accept = NULL;
+		during(fake.during_accept_arg);
+	}
 	return fake_record(to_fake(id), param ? OP_ACCEPT : OP_RTU);
 }
 
@@ -343,6 +352,7 @@ static void fake_reset(void)
 	memset(fake.fail, 0, sizeof(fake.fail));
 	fake.unlocked = 0;
 	fake.double_destroy = 0;
+	fake.during_accept = NULL;
 	mutex_unlock(&fake.lock);
 }
 
@@ -960,6 +970,48 @@ static void accept_on_ep_changed_under_it(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, READ_ONCE(f->destroyed));
 }
 
+struct disconnect_call {
+	struct kdat_ep *ep;
+	kdat_ret_t ret;
+};
+
+static void disconnect_during_accept(void *arg)
+{
+	struct disconnect_call *c = arg;
+
+	c->ret = kdat_ep_disconnect(c->ep, KDAT_CLOSE_GRACEFUL);
+}
+
+/*
+ * The REP cannot be sent (no memory), and while it was being sent -- without
+ * ctx->lock -- the consumer disconnected the EP, so an orphan adopted the id.
+ * No CM event will come for that id, so the accept ends the orphan: the id is
+ * destroyed now, not left until the device or the module goes.
+ */
+static void accept_send_fails_after_disconnect(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *child = fake_request(test, t->listener, "req");
+	struct kdat_cr *cr = expect_cr(test);
+	struct kdat_ep_step s1 = go(test, KDAT_EP_UNCONNECTED, KDAT_EP_STIM_ACCEPT);
+	struct kdat_ep_step s2 = go(test, s1.next, KDAT_EP_STIM_DISCONNECT_GRACEFUL);
+	struct disconnect_call c = { .ep = ep, .ret = -1 };
+
+	fake.during_accept = disconnect_during_accept;
+	fake.during_accept_arg = &c;
+	fake.fail[OP_ACCEPT] = -ENOMEM;
+	/* the EP moved on: its disconnect, not the lost REP, is what it reports */
+	KUNIT_EXPECT_EQ(test, kdat_cr_accept(cr, ep, "rep", 3), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, c.ret, KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, child->calls[OP_ACCEPT], 1u);
+	EXPECT_EVENTS(test, ep, s2.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s2.next);
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(child));
+	KUNIT_EXPECT_EQ(test, child->calls[OP_DISCONNECT], 0u);
+	KUNIT_EXPECT_EQ(test, fake.double_destroy, 0u);
+}
+
 /*
  * The device goes while an accept waits for the CR id's handler mutex.
  * Removal must leave that id to the accept (it owns it), the accept fails
@@ -1254,6 +1306,7 @@ static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(accept_fails_in_cm),
 	KUNIT_CASE(reject_after_accept),
 	KUNIT_CASE(free_completion_pending_ep),
+	KUNIT_CASE(accept_send_fails_after_disconnect),
 	KUNIT_CASE(unreachable_at_once),
 	KUNIT_CASE(route_error),
 	KUNIT_CASE_PARAM(device_removal_in_every_state, removal_gen_params),
