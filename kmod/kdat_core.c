@@ -2343,6 +2343,22 @@ static struct rdma_cm_id *kdat_orphan_adopt(struct kdat_ep *ep, struct rdma_cm_i
 }
 
 /*
+ * Takes o off the list unless kdat_orphans_reap() already has it (then the
+ * reaper destroys the id and frees o).  True: the caller ends o.
+ */
+static bool kdat_orphan_unlink(struct kdat_orphan *o)
+{
+	bool mine;
+
+	mutex_lock(&kdat_orphans_lock);
+	mine = !o->reaping;
+	if (mine)
+		list_del(&o->node);
+	mutex_unlock(&kdat_orphans_lock);
+	return mine;
+}
+
+/*
  * The REP of an id that an orphan adopted while the REP was being sent could
  * not be sent: no CM event will end that orphan, so it ends here.  The id
  * goes back to the EP it holds a reference on (a stale context, as for any
@@ -2352,16 +2368,10 @@ static struct rdma_cm_id *kdat_orphan_adopt(struct kdat_ep *ep, struct rdma_cm_i
 static void kdat_orphan_retire(struct rdma_cm_id *id)
 {
 	struct kdat_orphan *o = id->context;
-	bool mine;
 
 	if (o->obj.type != KDAT_OBJ_ORPHAN)
 		return;		/* not adopted (device removal, no memory): its taker destroys it */
-	mutex_lock(&kdat_orphans_lock);
-	mine = !o->reaping;
-	if (mine)
-		list_del(&o->node);
-	mutex_unlock(&kdat_orphans_lock);
-	if (!mine)
+	if (!kdat_orphan_unlink(o))
 		return;
 	id->context = o->ep;
 	kdat_destroy_id_later(o->ep->cm, id, &o->ep->obj);
@@ -2371,8 +2381,6 @@ static void kdat_orphan_retire(struct rdma_cm_id *id)
 static int kdat_orphan_event(struct kdat_orphan *o, struct rdma_cm_id *id,
 			     struct rdma_cm_event *ev)
 {
-	bool done;
-
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ESTABLISHED:
 		o->ep->cm->disconnect(id);	/* DREQ: the peer sees DISCONNECTED */
@@ -2385,12 +2393,7 @@ static int kdat_orphan_event(struct kdat_orphan *o, struct rdma_cm_id *id,
 	case RDMA_CM_EVENT_UNREACHABLE:
 	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-		mutex_lock(&kdat_orphans_lock);
-		done = !o->reaping;
-		if (done)
-			list_del(&o->node);
-		mutex_unlock(&kdat_orphans_lock);
-		if (!done)
+		if (!kdat_orphan_unlink(o))
 			return 0;
 		kdat_obj_put(&o->ep->obj);	/* frees later, from kdat_wq */
 		kfree(o);
