@@ -22,6 +22,7 @@
 
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
+#include <kdat/kdat.h>
 
 struct kdat_ia;
 
@@ -66,6 +67,13 @@ extern const struct kdat_cm_ops kdat_cm_rdma;
 int kdat_test_ia_set_cm_ops(struct kdat_ia *ia, const struct kdat_cm_ops *ops);
 /* KUnit only: what kdat's ib_client does for this IA when its device goes. */
 void kdat_test_ia_device_removed(struct kdat_ia *ia);
+/*
+ * KUnit only: an EP for a user QP numbered qpn, as KDAT_IOC_UQP_CREATE makes
+ * one for a process, and KDAT_IOC_UQP_ESTABLISH on it (kdat_uqp.c).
+ */
+kdat_ret_t kdat_test_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
+				const struct kdat_ep_attr *attr, u32 qpn, struct kdat_ep **out);
+kdat_ret_t kdat_test_uqp_establish(struct kdat_ep *ep, u32 flags);
 #endif
 
 #endif /* KDAT_CM_H */

@@ -2577,13 +2577,14 @@ refuse_unlocked:
 }
 
 /*
- * What an EP's handler sends after dropping ctx->lock: the MAD sends are the
- * slow part of a handler, and every other handler and call of the same owner
- * waits for ctx->lock.  The handler mutex keeps the id alive meanwhile
- * (destroy_id waits for it), and the id's reference keeps the EP.
+ * What an EP's handler sends (or asks of the CM) after dropping ctx->lock:
+ * the MAD sends and the route resolution are the slow part of a handler, and
+ * every other handler and call of the same owner waits for ctx->lock.  The
+ * handler mutex keeps the id alive meanwhile (destroy_id waits for it), and
+ * the id's reference keeps the EP.
  */
 struct kdat_cm_send {
-	enum { KDAT_SEND_NONE, KDAT_SEND_REQ, KDAT_SEND_RTU, KDAT_SEND_DREP } what;
+	enum { KDAT_SEND_NONE, KDAT_SEND_ROUTE, KDAT_SEND_REQ, KDAT_SEND_RTU, KDAT_SEND_DREP } what;
 	struct rdma_conn_param param;	/* REQ */
 	u8 wire[KDAT_PDATA_WIRE_MAX];
 };
@@ -2704,6 +2705,11 @@ static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 	case KDAT_SEND_DREP:
 		ep->cm->disconnect(id);
 		return 0;
+	case KDAT_SEND_ROUTE:
+		err = ep->cm->resolve_route(id, KDAT_RESOLVE_TIMEOUT_MS);
+		if (!err)
+			return 0;
+		break;
 	case KDAT_SEND_REQ:
 		err = ep->cm->connect_locked(id, &send->param);
 		if (!err)
@@ -2719,7 +2725,9 @@ static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 	/* Unless the attempt ended meanwhile (timeout, disconnect, free): its id goes anyway. */
 	if (!ep->obj.dead && ep->cm_id == id && ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING) {
 		before = ep->state;
-		if (send->what == KDAT_SEND_REQ) {
+		if (send->what == KDAT_SEND_ROUTE) {
+			kdat_ep_step(ep, KDAT_EP_STIM_UNREACHABLE, NULL, 0);
+		} else if (send->what == KDAT_SEND_REQ) {
 			kdat_ep_step(ep, KDAT_EP_STIM_NON_PEER_REJECTED, NULL, 0);
 		} else if (err) {
 			kdat_qp_set(ep, IB_QPS_ERR);
@@ -2763,9 +2771,8 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 	before = ep->state;
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
-		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING &&
-		    ep->ia->cm->resolve_route(id, KDAT_RESOLVE_TIMEOUT_MS))
-			kdat_ep_step(ep, KDAT_EP_STIM_UNREACHABLE, NULL, 0);
+		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
+			send.what = KDAT_SEND_ROUTE;
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
 		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)

@@ -96,8 +96,9 @@ void kdat_uqp_rep_arrived(struct kdat_ep *ep, const u8 *pdata, u32 len)
 		.number = KDAT_EVENT_UQP_CONNECT_RESPONSE, .ep = ep });
 }
 
-kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
-			   const struct kdat_ep_attr *attr, u32 qpn, u32 *handle)
+static kdat_ret_t kdat_uqp_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
+				     const struct kdat_ep_attr *attr, u32 qpn,
+				     struct kdat_ep **out, u32 *handle)
 {
 	struct kdat_uqp *uqp;
 	kdat_ret_t ret;
@@ -112,10 +113,16 @@ kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
 		return KDAT_ERR(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 	uqp->qpn = qpn;
 	init_waitqueue_head(&uqp->unpinned);
-	ret = kdat_ep_create_in(ia, conn, NULL, NULL, attr, uqp, NULL, handle);
+	ret = kdat_ep_create_in(ia, conn, NULL, NULL, attr, uqp, out, handle);
 	if (ret)
 		kfree(uqp);
 	return ret;
+}
+
+kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
+			   const struct kdat_ep_attr *attr, u32 qpn, u32 *handle)
+{
+	return kdat_uqp_create_in(ia, conn, attr, qpn, NULL, handle);
 }
 
 static void kdat_uqp_ah_out(struct kdat_uqp_ah *out, const struct rdma_ah_attr *ah)
@@ -297,6 +304,12 @@ static void kdat_uqp_unpin(struct kdat_ep *ep)
 	wake_up_all(&ep->uqp->unpinned);
 }
 
+/* The connect that took id is still this EP's, and pending.  Caller holds ctx->lock. */
+static bool kdat_uqp_attempt_on(struct kdat_ep *ep, struct rdma_cm_id *id)
+{
+	return !ep->obj.dead && ep->cm_id == id && ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING;
+}
+
 kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags)
 {
 	struct kdat_ctx *ctx = ep->obj.ctx;
@@ -326,25 +339,49 @@ kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags)
 
 	ep->ia->cm->lock_handler(id);
 	mutex_lock(&ctx->lock);
-	if (ep->obj.dead || ep->cm_id != id || ep->state != KDAT_EP_ACTIVE_CONNECTION_PENDING) {
+	if (!kdat_uqp_attempt_on(ep, id)) {
 		/* timed out, disconnected or freed meanwhile: that outcome is posted */
 		ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(ep->state));
+		mutex_unlock(&ctx->lock);
+		goto out;
+	}
+	uqp->rep_arrived = false;
+	mutex_unlock(&ctx->lock);
+	/*
+	 * The RTU, as rdma_cm sends it for librdmacm's user QPs: without
+	 * ctx->lock, which the CM's handlers for the owner's other EPs need;
+	 * the handler mutex keeps the id.
+	 */
+	err = flags ? -ECONNABORTED : ep->ia->cm->accept(id, NULL);
+	mutex_lock(&ctx->lock);
+	if (!kdat_uqp_attempt_on(ep, id)) {
+		/* it ended while the RTU went out: its outcome is posted, its id goes */
+		ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(ep->state));
+	} else if (err) {
+		/* destroying the id in this state sends the REJ */
+		dead = kdat_ep_detach_id(ep);
+		kdat_ep_step(ep, KDAT_EP_STIM_BROKEN, NULL, 0);
 	} else {
-		/* the RTU, as rdma_cm sends it for librdmacm's user QPs */
-		err = flags ? -ECONNABORTED : ep->ia->cm->accept(id, NULL);
-		uqp->rep_arrived = false;
-		if (err) {
-			/* destroying the id in this state sends the REJ */
-			dead = kdat_ep_detach_id(ep);
-			kdat_ep_step(ep, KDAT_EP_STIM_BROKEN, NULL, 0);
-		} else {
-			kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, uqp->rep_pdata,
-				     uqp->rep_pdata_len);
-		}
+		kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, uqp->rep_pdata, uqp->rep_pdata_len);
 	}
 	mutex_unlock(&ctx->lock);
+out:
 	ep->ia->cm->unlock_handler(id);
 	kdat_uqp_unpin(ep);
 	kdat_ep_destroy_id(ep, dead);
 	return ret;
 }
+#if IS_ENABLED(CONFIG_KUNIT)
+kdat_ret_t kdat_test_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
+				const struct kdat_ep_attr *attr, u32 qpn, struct kdat_ep **out)
+{
+	return kdat_uqp_create_in(ia, conn, attr, qpn, out, NULL);
+}
+EXPORT_SYMBOL_GPL(kdat_test_uqp_create);
+
+kdat_ret_t kdat_test_uqp_establish(struct kdat_ep *ep, u32 flags)
+{
+	return kdat_uqp_establish(ep, flags);
+}
+EXPORT_SYMBOL_GPL(kdat_test_uqp_establish);
+#endif

@@ -37,7 +37,7 @@ module_param(ia_name, charp, 0444);
 enum fake_op {
 	OP_CREATE, OP_DESTROY, OP_BIND, OP_LISTEN, OP_RESOLVE_ADDR, OP_RESOLVE_ROUTE,
 	OP_CONNECT, OP_ACCEPT, OP_RTU, OP_REJECT, OP_DISCONNECT, OP_LOCK, OP_MODIFY_QP,
-	OP_COUNT
+	OP_QP_ATTR, OP_COUNT
 };
 
 struct fake_id {
@@ -63,6 +63,9 @@ static struct {
 	/* run inside the next accept (REP), where kdat holds no ctx->lock */
 	void (*during_accept)(void *arg);
 	void *during_accept_arg;
+	/* the same for the next RTU */
+	void (*during_rtu)(void *arg);
+	void *during_rtu_arg;
 } fake;
 
 static struct fake_id *to_fake(struct rdma_cm_id *id)
@@ -178,12 +181,16 @@ static int fake_connect_locked(struct rdma_cm_id *id, struct rdma_conn_param *pa
 
 static int fake_accept(struct rdma_cm_id *id, struct rdma_conn_param *param)
 {
-	void (*during)(void *arg) = param ? fake.during_accept : NULL;
+	void (*during)(void *arg) = param ? fake.during_accept : fake.during_rtu;
+	void *arg = param ? fake.during_accept_arg : fake.during_rtu_arg;
 
 	fake_check_locked(to_fake(id));
 	if (during) {
-		fake.during_accept = NULL;
-		during(fake.during_accept_arg);
+		if (param)
+			fake.during_accept = NULL;
+		else
+			fake.during_rtu = NULL;
+		during(arg);
 	}
 	return fake_record(to_fake(id), param ? OP_ACCEPT : OP_RTU);
 }
@@ -231,6 +238,13 @@ static int fake_modify_qp(struct rdma_cm_id *id, struct ib_qp *qp, enum ib_qp_st
 	return fake_record(to_fake(id), OP_MODIFY_QP);
 }
 
+/* No path either: a user QP gets its state and nothing else. */
+static int fake_init_qp_attr(struct rdma_cm_id *id, struct ib_qp_attr *attr, int *mask)
+{
+	*mask = IB_QP_STATE;
+	return fake_record(to_fake(id), OP_QP_ATTR);
+}
+
 static const struct kdat_cm_ops fake_ops = {
 	.create_id = fake_create_id,
 	.destroy_id = fake_destroy_id,
@@ -246,6 +260,7 @@ static const struct kdat_cm_ops fake_ops = {
 	.unlock_handler = fake_unlock_handler,
 	.consumer_reject_data = fake_consumer_reject_data,
 	.modify_qp = fake_modify_qp,
+	.init_qp_attr = fake_init_qp_attr,
 };
 
 /* The id created last (the EP's after a connect, the listener's after psp_create). */
@@ -353,6 +368,7 @@ static void fake_reset(void)
 	fake.unlocked = 0;
 	fake.double_destroy = 0;
 	fake.during_accept = NULL;
+	fake.during_rtu = NULL;
 	mutex_unlock(&fake.lock);
 }
 
@@ -1116,6 +1132,159 @@ static void accept_fails_in_cm(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(child));
 }
 
+/* ---- user QPs: the process moves its QP, KDAT_IOC_UQP_ESTABLISH sends the RTU ---- */
+
+/* An EP for the process's QP 0x1234. */
+static struct kdat_ep *new_uqp_ep(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep_attr attr = { .max_rdma_read_in = 1, .max_rdma_read_out = 1 };
+	struct kdat_ep *ep;
+
+	KUNIT_ASSERT_EQ(test, kdat_test_uqp_create(t->ia, t->evd, &attr, 0x1234, &ep),
+			KDAT_DAT_SUCCESS);
+	return ep;
+}
+
+/* ... connecting, and the peer's REP is in: the process's turn (RTR, RTS, establish). */
+static struct fake_id *uqp_rep_arrived(struct kunit *test, struct kdat_ep *ep)
+{
+	struct fake_id *f = active_routed(test, ep, KDAT_TIMEOUT_INFINITE);
+	struct rdma_cm_event rep = fake_ev(RDMA_CM_EVENT_CONNECT_RESPONSE, 0, NULL, 0);
+
+	KUNIT_EXPECT_EQ(test, fake_deliver(f, &rep), 0);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RTU], 0u);
+	EXPECT_EVENTS(test, ep, KDAT_EVENT_UQP_CONNECT_RESPONSE);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), (u32)KDAT_EP_ACTIVE_CONNECTION_PENDING);
+	return f;
+}
+
+struct query_during {
+	struct work_struct work;
+	struct completion done;
+	struct kdat_ep *ep;
+	struct kdat_ep_info info;
+	kdat_ret_t ret;
+	bool in_time;
+};
+
+static void query_fn(struct work_struct *work)
+{
+	struct query_during *q = container_of(work, struct query_during, work);
+
+	q->ret = kdat_ep_query(q->ep, &q->info);
+	complete_all(&q->done);	/* waited for twice: in the RTU, and after it */
+}
+
+/* Another thread's call on the same owner, made while the RTU is being sent. */
+static void query_during_rtu(void *arg)
+{
+	struct query_during *q = arg;
+
+	queue_work(system_unbound_wq, &q->work);
+	q->in_time = wait_for_completion_timeout(&q->done, 5 * HZ) > 0;
+}
+
+/*
+ * The RTU goes out without ctx->lock: a call on another of the owner's
+ * objects (or a CM handler) need not wait for it.  Then ESTABLISHED.
+ */
+static void uqp_establish_rtu_without_ctx_lock(struct kunit *test)
+{
+	struct kdat_ep *ep = new_uqp_ep(test);
+	struct fake_id *f = uqp_rep_arrived(test, ep);
+	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING,
+				   KDAT_EP_STIM_ESTABLISHED);
+	struct query_during *q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, q);
+	q->ep = ep;
+	init_completion(&q->done);
+	INIT_WORK(&q->work, query_fn);
+	fake.during_rtu = query_during_rtu;
+	fake.during_rtu_arg = q;
+	KUNIT_EXPECT_EQ(test, kdat_test_uqp_establish(ep, 0), KDAT_DAT_SUCCESS);
+	KUNIT_ASSERT_TRUE(test, wait_for_completion_timeout(&q->done, 10 * HZ) > 0);
+	KUNIT_EXPECT_TRUE(test, q->in_time);
+	KUNIT_EXPECT_EQ(test, q->ret, KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, q->info.state, (u32)KDAT_EP_ACTIVE_CONNECTION_PENDING);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RTU], 1u);
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	/* a second establish finds no REP waiting */
+	KUNIT_EXPECT_EQ(test, KDAT_RET_TYPE(kdat_test_uqp_establish(ep, 0)), KDAT_DAT_INVALID_STATE);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RTU], 1u);
+}
+
+struct disconnect_during {
+	struct kunit *test;
+	struct kdat_ep *ep;
+	struct async_call *a;
+	bool stepped;
+};
+
+/* An abrupt disconnect by another thread while the RTU is being sent; waits for its step. */
+static void disconnect_during_rtu(void *arg)
+{
+	struct disconnect_during *d = arg;
+	struct kdat_ep_info *info = kzalloc(sizeof(*info), GFP_KERNEL);
+	int i;
+
+	d->a = async_start(d->test, async_disconnect_fn, d->ep, NULL, KDAT_CLOSE_ABRUPT);
+	/* its id waits for the establish to let go; the EP's step comes first */
+	for (i = 0; info && i < 250; i++) {
+		if (kdat_ep_query(d->ep, info) == KDAT_DAT_SUCCESS &&
+		    info->state == KDAT_EP_DISCONNECTED) {
+			d->stepped = true;
+			break;
+		}
+		msleep(20);
+	}
+	kfree(info);
+}
+
+/*
+ * The EP is disconnected while its RTU is on the wire: the disconnect's
+ * outcome stands (one DISCONNECTED, no ESTABLISHED), the establish reports
+ * the state it found, and the id is destroyed once, after the establish.
+ */
+static void uqp_establish_races_disconnect(struct kunit *test)
+{
+	struct kdat_ep *ep = new_uqp_ep(test);
+	struct fake_id *f = uqp_rep_arrived(test, ep);
+	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING,
+				   KDAT_EP_STIM_DISCONNECT_ABRUPT);
+	struct disconnect_during d = { .test = test, .ep = ep };
+
+	fake.during_rtu = disconnect_during_rtu;
+	fake.during_rtu_arg = &d;
+	KUNIT_EXPECT_EQ(test, kdat_test_uqp_establish(ep, 0),
+			KDAT_ERR(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(s.next)));
+	KUNIT_ASSERT_NOT_NULL(test, d.a);
+	KUNIT_EXPECT_TRUE(test, d.stepped);
+	KUNIT_EXPECT_EQ(test, async_finish(test, d.a), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RTU], 1u);
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(f));
+	KUNIT_EXPECT_FALSE(test, f->cm_destroyed);
+}
+
+/* The RTU cannot be sent: BROKEN, and the id goes (destroying it sends the REJ). */
+static void uqp_establish_rtu_fails(struct kunit *test)
+{
+	struct kdat_ep *ep = new_uqp_ep(test);
+	struct fake_id *f = uqp_rep_arrived(test, ep);
+	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING, KDAT_EP_STIM_BROKEN);
+
+	fake.fail[OP_RTU] = -ENOMEM;
+	KUNIT_EXPECT_EQ(test, kdat_test_uqp_establish(ep, 0), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RTU], 1u);
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(f));
+}
+
 /* Address resolution fails at once: the attempt is made and ends UNREACHABLE. */
 static void unreachable_at_once(struct kunit *test)
 {
@@ -1307,6 +1476,9 @@ static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(reject_after_accept),
 	KUNIT_CASE(free_completion_pending_ep),
 	KUNIT_CASE(accept_send_fails_after_disconnect),
+	KUNIT_CASE(uqp_establish_rtu_without_ctx_lock),
+	KUNIT_CASE(uqp_establish_races_disconnect),
+	KUNIT_CASE(uqp_establish_rtu_fails),
 	KUNIT_CASE(unreachable_at_once),
 	KUNIT_CASE(route_error),
 	KUNIT_CASE_PARAM(device_removal_in_every_state, removal_gen_params),
