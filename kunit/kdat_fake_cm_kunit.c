@@ -1323,6 +1323,25 @@ static void route_error(struct kunit *test)
 	expect_no_events(test);
 }
 
+/* Route resolution fails at once (in the ADDR_RESOLVED upcall): UNREACHABLE, the id goes. */
+static void route_resolution_fails_at_once(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_pending(test, ep, WAIT_US);
+	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING,
+				   KDAT_EP_STIM_UNREACHABLE);
+
+	fake.fail[OP_RESOLVE_ROUTE] = -ENOMEM;
+	KUNIT_EXPECT_EQ(test, fake_event(f, RDMA_CM_EVENT_ADDR_RESOLVED), 1);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RESOLVE_ROUTE], 1u);
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_TRUE(test, f->cm_destroyed);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_CONNECT], 0u);
+	/* the cancelled timer posts nothing */
+	expect_no_events(test);
+}
+
 /* ---- device removal in every EP state ------------------------------------------------ */
 
 struct removal_case {
@@ -1481,6 +1500,7 @@ static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(uqp_establish_rtu_fails),
 	KUNIT_CASE(unreachable_at_once),
 	KUNIT_CASE(route_error),
+	KUNIT_CASE(route_resolution_fails_at_once),
 	KUNIT_CASE_PARAM(device_removal_in_every_state, removal_gen_params),
 	{}
 };
