@@ -2723,7 +2723,7 @@ static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 	}
 	mutex_lock(&ctx->lock);
 	/* Unless the attempt ended meanwhile (timeout, disconnect, free): its id goes anyway. */
-	if (!ep->obj.dead && ep->cm_id == id && ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING) {
+	if (kdat_ep_attempt_on(ep, id)) {
 		before = ep->state;
 		if (send->what == KDAT_SEND_ROUTE) {
 			kdat_ep_step(ep, KDAT_EP_STIM_UNREACHABLE, NULL, 0);

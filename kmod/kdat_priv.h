@@ -334,6 +334,16 @@ kdat_ret_t kdat_ep_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
 			     const struct kdat_ep_attr *attr, struct kdat_uqp *uqp,
 			     struct kdat_ep **out, u32 *handle);
 struct rdma_cm_id *kdat_ep_detach_id(struct kdat_ep *ep);
+
+/*
+ * The active connect that took id is still the EP's and pending: nothing
+ * (timeout, disconnect, free) ended it while ctx->lock was dropped for a
+ * send.  Caller holds ctx->lock.
+ */
+static inline bool kdat_ep_attempt_on(const struct kdat_ep *ep, const struct rdma_cm_id *id)
+{
+	return !ep->obj.dead && ep->cm_id == id && ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING;
+}
 void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id);
 void kdat_ep_accept_depths(struct kdat_ep *ep, struct kdat_cr *cr, u32 *ird, u32 *ord);
 

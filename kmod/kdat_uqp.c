@@ -304,12 +304,6 @@ static void kdat_uqp_unpin(struct kdat_ep *ep)
 	wake_up_all(&ep->uqp->unpinned);
 }
 
-/* The connect that took id is still this EP's, and pending.  Caller holds ctx->lock. */
-static bool kdat_uqp_attempt_on(struct kdat_ep *ep, struct rdma_cm_id *id)
-{
-	return !ep->obj.dead && ep->cm_id == id && ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING;
-}
-
 kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags)
 {
 	struct kdat_ctx *ctx = ep->obj.ctx;
@@ -339,7 +333,7 @@ kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags)
 
 	ep->ia->cm->lock_handler(id);
 	mutex_lock(&ctx->lock);
-	if (!kdat_uqp_attempt_on(ep, id)) {
+	if (!kdat_ep_attempt_on(ep, id)) {
 		/* timed out, disconnected or freed meanwhile: that outcome is posted */
 		ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(ep->state));
 		mutex_unlock(&ctx->lock);
@@ -354,7 +348,7 @@ kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags)
 	 */
 	err = flags ? -ECONNABORTED : ep->ia->cm->accept(id, NULL);
 	mutex_lock(&ctx->lock);
-	if (!kdat_uqp_attempt_on(ep, id)) {
+	if (!kdat_ep_attempt_on(ep, id)) {
 		/* it ended while the RTU went out: its outcome is posted, its id goes */
 		ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(ep->state));
 	} else if (err) {

@@ -599,6 +599,7 @@ struct async_call {
 	struct kdat_cr *cr;
 	u32 flags;
 	kdat_ret_t ret;
+	u32 state;		/* async_query_fn's answer */
 };
 
 static void async_disconnect_fn(struct work_struct *work)
@@ -606,7 +607,18 @@ static void async_disconnect_fn(struct work_struct *work)
 	struct async_call *a = container_of(work, struct async_call, work);
 
 	a->ret = kdat_ep_disconnect(a->ep, a->flags);
-	complete(&a->done);
+	complete_all(&a->done);	/* async_finish() may follow a wait of its own */
+}
+
+static void async_query_fn(struct work_struct *work)
+{
+	struct async_call *a = container_of(work, struct async_call, work);
+	struct kdat_ep_info *info = kzalloc(sizeof(*info), GFP_KERNEL);
+
+	a->ret = info ? kdat_ep_query(a->ep, info) : -ENOMEM;
+	a->state = info ? info->state : 0;
+	kfree(info);
+	complete_all(&a->done);
 }
 
 static void async_accept_fn(struct work_struct *work)
@@ -614,7 +626,7 @@ static void async_accept_fn(struct work_struct *work)
 	struct async_call *a = container_of(work, struct async_call, work);
 
 	a->ret = kdat_cr_accept(a->cr, a->ep, NULL, 0);
-	complete(&a->done);
+	complete_all(&a->done);	/* async_finish() may follow a wait of its own */
 }
 
 static struct async_call *async_start(struct kunit *test, work_func_t fn, struct kdat_ep *ep,
@@ -637,7 +649,7 @@ static void async_removal_fn(struct work_struct *work)
 	struct async_call *a = container_of(work, struct async_call, work);
 
 	kdat_test_ia_device_removed(a->ia);
-	complete(&a->done);
+	complete_all(&a->done);	/* async_finish() may follow a wait of its own */
 }
 
 /* Device removal of the IA, by another thread; waits for it. */
@@ -1159,30 +1171,31 @@ static struct fake_id *uqp_rep_arrived(struct kunit *test, struct kdat_ep *ep)
 	return f;
 }
 
-struct query_during {
-	struct work_struct work;
-	struct completion done;
+/* A call by another thread, started inside the RTU (fake.during_rtu). */
+struct during_rtu {
+	struct kunit *test;
 	struct kdat_ep *ep;
-	struct kdat_ep_info info;
-	kdat_ret_t ret;
-	bool in_time;
+	struct async_call *a;
+	bool seen;		/* it finished (or made its step) while the RTU was out */
 };
 
-static void query_fn(struct work_struct *work)
+/* A user-QP EP with the peer's REP in, and hook armed to run inside its RTU. */
+static struct fake_id *uqp_rtu_armed(struct kunit *test, struct during_rtu *d,
+				     void (*hook)(void *arg))
 {
-	struct query_during *q = container_of(work, struct query_during, work);
-
-	q->ret = kdat_ep_query(q->ep, &q->info);
-	complete_all(&q->done);	/* waited for twice: in the RTU, and after it */
+	d->test = test;
+	d->ep = new_uqp_ep(test);
+	fake.during_rtu = hook;
+	fake.during_rtu_arg = d;
+	return uqp_rep_arrived(test, d->ep);
 }
 
-/* Another thread's call on the same owner, made while the RTU is being sent. */
 static void query_during_rtu(void *arg)
 {
-	struct query_during *q = arg;
+	struct during_rtu *d = arg;
 
-	queue_work(system_unbound_wq, &q->work);
-	q->in_time = wait_for_completion_timeout(&q->done, 5 * HZ) > 0;
+	d->a = async_start(d->test, async_query_fn, d->ep, NULL, 0);
+	d->seen = wait_for_completion_timeout(&d->a->done, 5 * HZ) > 0;
 }
 
 /*
@@ -1191,23 +1204,17 @@ static void query_during_rtu(void *arg)
  */
 static void uqp_establish_rtu_without_ctx_lock(struct kunit *test)
 {
-	struct kdat_ep *ep = new_uqp_ep(test);
-	struct fake_id *f = uqp_rep_arrived(test, ep);
+	struct during_rtu d = {};
+	struct fake_id *f = uqp_rtu_armed(test, &d, query_during_rtu);
+	struct kdat_ep *ep = d.ep;
 	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING,
 				   KDAT_EP_STIM_ESTABLISHED);
-	struct query_during *q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
 
-	KUNIT_ASSERT_NOT_NULL(test, q);
-	q->ep = ep;
-	init_completion(&q->done);
-	INIT_WORK(&q->work, query_fn);
-	fake.during_rtu = query_during_rtu;
-	fake.during_rtu_arg = q;
 	KUNIT_EXPECT_EQ(test, kdat_test_uqp_establish(ep, 0), KDAT_DAT_SUCCESS);
-	KUNIT_ASSERT_TRUE(test, wait_for_completion_timeout(&q->done, 10 * HZ) > 0);
-	KUNIT_EXPECT_TRUE(test, q->in_time);
-	KUNIT_EXPECT_EQ(test, q->ret, KDAT_DAT_SUCCESS);
-	KUNIT_EXPECT_EQ(test, q->info.state, (u32)KDAT_EP_ACTIVE_CONNECTION_PENDING);
+	KUNIT_ASSERT_NOT_NULL(test, d.a);
+	KUNIT_EXPECT_EQ(test, async_finish(test, d.a), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_TRUE(test, d.seen);
+	KUNIT_EXPECT_EQ(test, d.a->state, (u32)KDAT_EP_ACTIVE_CONNECTION_PENDING);
 	KUNIT_EXPECT_EQ(test, f->calls[OP_RTU], 1u);
 	EXPECT_EVENTS(test, ep, s.event);
 	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
@@ -1216,17 +1223,10 @@ static void uqp_establish_rtu_without_ctx_lock(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, f->calls[OP_RTU], 1u);
 }
 
-struct disconnect_during {
-	struct kunit *test;
-	struct kdat_ep *ep;
-	struct async_call *a;
-	bool stepped;
-};
-
 /* An abrupt disconnect by another thread while the RTU is being sent; waits for its step. */
 static void disconnect_during_rtu(void *arg)
 {
-	struct disconnect_during *d = arg;
+	struct during_rtu *d = arg;
 	struct kdat_ep_info *info = kzalloc(sizeof(*info), GFP_KERNEL);
 	int i;
 
@@ -1235,7 +1235,7 @@ static void disconnect_during_rtu(void *arg)
 	for (i = 0; info && i < 250; i++) {
 		if (kdat_ep_query(d->ep, info) == KDAT_DAT_SUCCESS &&
 		    info->state == KDAT_EP_DISCONNECTED) {
-			d->stepped = true;
+			d->seen = true;
 			break;
 		}
 		msleep(20);
@@ -1250,18 +1250,16 @@ static void disconnect_during_rtu(void *arg)
  */
 static void uqp_establish_races_disconnect(struct kunit *test)
 {
-	struct kdat_ep *ep = new_uqp_ep(test);
-	struct fake_id *f = uqp_rep_arrived(test, ep);
+	struct during_rtu d = {};
+	struct fake_id *f = uqp_rtu_armed(test, &d, disconnect_during_rtu);
+	struct kdat_ep *ep = d.ep;
 	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING,
 				   KDAT_EP_STIM_DISCONNECT_ABRUPT);
-	struct disconnect_during d = { .test = test, .ep = ep };
 
-	fake.during_rtu = disconnect_during_rtu;
-	fake.during_rtu_arg = &d;
 	KUNIT_EXPECT_EQ(test, kdat_test_uqp_establish(ep, 0),
 			KDAT_ERR(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(s.next)));
 	KUNIT_ASSERT_NOT_NULL(test, d.a);
-	KUNIT_EXPECT_TRUE(test, d.stepped);
+	KUNIT_EXPECT_TRUE(test, d.seen);
 	KUNIT_EXPECT_EQ(test, async_finish(test, d.a), KDAT_DAT_SUCCESS);
 	KUNIT_EXPECT_EQ(test, f->calls[OP_RTU], 1u);
 	EXPECT_EVENTS(test, ep, s.event);
