@@ -495,7 +495,8 @@ static void kdat_ep_stop_timer(struct kdat_ep *ep)
 	struct kdat_ep_timer *t = ep->timer;
 
 	ep->timer = NULL;
-	if (t && cancel_delayed_work(&t->work)) {
+	/* 0 or -1: it fired, and the work it queued finds ep->timer changed */
+	if (t && hrtimer_try_to_cancel(&t->timer) == 1) {
 		kdat_obj_put(&ep->obj);
 		kfree(t);
 	}
@@ -786,13 +787,15 @@ EXPORT_SYMBOL_GPL(kdat_ia_query);
 /* ---- EVD ------------------------------------------------------------------------------ */
 
 /*
- * A timeout in jiffies that never ends early: the current jiffy is already
- * partly over, so a timer of n jiffies may fire after n - 1 of them.
+ * Waits until cond for timeout_us (KDAT_TIMEOUT_INFINITE: no limit) on an
+ * hrtimer: never early, and not rounded up by the timer wheel as a jiffies
+ * timeout is (by up to an eighth of its length).  0: cond holds; -ETIME;
+ * -ERESTARTSYS.
  */
-static unsigned long kdat_timeout_jiffies(u32 timeout_us)
-{
-	return timeout_us ? usecs_to_jiffies(timeout_us) + 1 : 0;
-}
+#define kdat_wait_event_us(wq, cond, timeout_us)					\
+	((timeout_us) == KDAT_TIMEOUT_INFINITE ? wait_event_interruptible(wq, cond) :	\
+	 wait_event_interruptible_hrtimeout(wq, cond,					\
+					    ns_to_ktime((u64)(timeout_us) * NSEC_PER_USEC)))
 
 /* handle: as for kdat_ia_open_in() */
 kdat_ret_t kdat_evd_create_in(struct kdat_ia *ia, u32 qlen, u32 flags, kdat_upcall_t upcall,
@@ -945,24 +948,22 @@ static bool kdat_evd_ready(struct kdat_evd *evd, u32 threshold)
 kdat_ret_t kdat_evd_wait_ref(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
 			     struct kdat_event_info *ev, u32 *nmore)
 {
-	long left;
+	int err;
 
 	if (threshold == 0 || threshold > evd->qlen)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
 	spin_lock_irq(&evd->lock);
 	evd->waiters++;
 	spin_unlock_irq(&evd->lock);
-	left = timeout_us == KDAT_TIMEOUT_INFINITE ? MAX_SCHEDULE_TIMEOUT :
-		kdat_timeout_jiffies(timeout_us);
-	left = wait_event_interruptible_timeout(evd->wq, kdat_evd_ready(evd, threshold), left);
+	err = kdat_wait_event_us(evd->wq, kdat_evd_ready(evd, threshold), timeout_us);
 	spin_lock_irq(&evd->lock);
 	evd->waiters--;
 	spin_unlock_irq(&evd->lock);
 	if (READ_ONCE(evd->obj.dead))
 		return kdat_err(KDAT_DAT_ABORT, KDAT_DAT_NO_SUBTYPE);
-	if (left < 0)
+	if (err == -ERESTARTSYS)
 		return kdat_err(KDAT_DAT_INTERRUPTED_CALL, KDAT_DAT_NO_SUBTYPE);
-	if (left == 0 && !kdat_evd_ready(evd, threshold))
+	if (err && !kdat_evd_ready(evd, threshold))
 		return kdat_err(KDAT_DAT_TIMEOUT_EXPIRED, KDAT_DAT_NO_SUBTYPE);
 	return kdat_evd_take(evd, ev, nmore);
 }
@@ -986,7 +987,7 @@ kdat_ret_t kdat_evd_ring_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshol
 			      struct kdat_event *out, u32 *nmore, u32 *available)
 {
 	kdat_ret_t ret = KDAT_DAT_SUCCESS;
-	long left = 0;
+	int err = 0;
 
 	if (threshold == 0 || threshold > kdat_ring_entries(evd))
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
@@ -994,10 +995,7 @@ kdat_ret_t kdat_evd_ring_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshol
 		spin_lock_irq(&evd->lock);
 		evd->waiters++;
 		spin_unlock_irq(&evd->lock);
-		left = timeout_us == KDAT_TIMEOUT_INFINITE ? MAX_SCHEDULE_TIMEOUT :
-			kdat_timeout_jiffies(timeout_us);
-		left = wait_event_interruptible_timeout(evd->wq,
-							kdat_evd_ring_ready(evd, threshold), left);
+		err = kdat_wait_event_us(evd->wq, kdat_evd_ring_ready(evd, threshold), timeout_us);
 		spin_lock_irq(&evd->lock);
 		evd->waiters--;
 		spin_unlock_irq(&evd->lock);
@@ -1013,7 +1011,7 @@ kdat_ret_t kdat_evd_ring_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshol
 	} else if (kdat_ring_ready(evd, threshold)) {
 		if (out && !kdat_ring_take(evd, out, nmore))
 			ret = kdat_err(KDAT_DAT_QUEUE_EMPTY, KDAT_DAT_NO_SUBTYPE);
-	} else if (left < 0) {
+	} else if (err == -ERESTARTSYS) {
 		ret = kdat_err(KDAT_DAT_INTERRUPTED_CALL, KDAT_DAT_NO_SUBTYPE);
 	} else {
 		ret = kdat_err(KDAT_DAT_TIMEOUT_EXPIRED, KDAT_DAT_NO_SUBTYPE);
@@ -1585,7 +1583,7 @@ static kdat_ret_t kdat_check_qos(u32 qos)
 
 static void kdat_ep_timeout_work(struct work_struct *work)
 {
-	struct kdat_ep_timer *t = container_of(to_delayed_work(work), struct kdat_ep_timer, work);
+	struct kdat_ep_timer *t = container_of(work, struct kdat_ep_timer, work);
 	struct kdat_ep *ep = t->ep;
 	struct kdat_ctx *ctx = ep->obj.ctx;
 	struct rdma_cm_id *id = NULL;
@@ -1605,6 +1603,14 @@ static void kdat_ep_timeout_work(struct work_struct *work)
 	kdat_ep_destroy_id(ep, id);
 	kfree(t);
 	kdat_obj_put(&ep->obj);
+}
+
+static enum hrtimer_restart kdat_ep_timer_fired(struct hrtimer *timer)
+{
+	struct kdat_ep_timer *t = container_of(timer, struct kdat_ep_timer, timer);
+
+	queue_work(kdat_wq, &t->work);
+	return HRTIMER_NORESTART;
 }
 
 static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
@@ -1649,9 +1655,12 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 	if (timer) {
 		timer->ep = ep;
 		kdat_obj_get_ref(&ep->obj);	/* the timer's */
-		INIT_DELAYED_WORK(&timer->work, kdat_ep_timeout_work);
+		INIT_WORK(&timer->work, kdat_ep_timeout_work);
+		hrtimer_init(&timer->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
+		timer->timer.function = kdat_ep_timer_fired;
 		ep->timer = timer;
-		queue_delayed_work(kdat_wq, &timer->work, kdat_timeout_jiffies(timeout_us));
+		hrtimer_start(&timer->timer, ns_to_ktime((u64)timeout_us * NSEC_PER_USEC),
+			      HRTIMER_MODE_REL_SOFT);
 	}
 	return KDAT_DAT_SUCCESS;
 }
@@ -2311,11 +2320,29 @@ struct kdat_orphan {
 	 * waiting for the EP's ctx->lock.
 	 */
 	struct kdat_ep *ep;
+	unsigned long adopted;		/* jiffies */
+	unsigned long expires;		/* jiffies: kdat_orphans_expire() ends it then */
+	bool wants_drep;		/* our DREQ is out; else the RTU (or REP's end) */
 	bool reaping;			/* kdat_orphans_reap() destroys it */
 };
 
+/*
+ * The CM ends every orphan by its own retry limits (a REP or DREQ is sent
+ * max_cm_retries + 1 = 16 times, each waiting about 4.8 s over RoCE: some
+ * 80 s).  kdat does not wait that long: an orphan still alive after
+ * orphan_timeout_s has its id destroyed (a REJ for an unanswered REP, time
+ * wait for an unanswered DREQ, both of which the peer's CM handles).
+ */
+#define KDAT_ORPHAN_TIMEOUT_S	30
+static unsigned int orphan_timeout_s = KDAT_ORPHAN_TIMEOUT_S;
+module_param(orphan_timeout_s, uint, 0644);
+MODULE_PARM_DESC(orphan_timeout_s,
+		 "seconds (1-3600) an abandoned connection may wait for the CM before kdat ends it (default 30)");
+
 static LIST_HEAD(kdat_orphans);
 static DEFINE_MUTEX(kdat_orphans_lock);
+static void kdat_orphans_expire(struct work_struct *work);
+static DECLARE_DELAYED_WORK(kdat_orphans_timer, kdat_orphans_expire);
 
 /*
  * Caller holds ctx->lock and has detached id from ep; the id's reference on
@@ -2334,7 +2361,14 @@ static struct rdma_cm_id *kdat_orphan_adopt(struct kdat_ep *ep, struct rdma_cm_i
 	o->obj.type = KDAT_OBJ_ORPHAN;
 	o->id = id;
 	o->ep = ep;
+	o->wants_drep = ep->dreq_pending;
+	o->adopted = jiffies;
+	o->expires = o->adopted +
+		msecs_to_jiffies(clamp(READ_ONCE(orphan_timeout_s), 1u, 3600u) * MSEC_PER_SEC);
 	mutex_lock(&kdat_orphans_lock);
+	/* a non-empty list has the timer armed already (kdat_orphans_expire re-arms) */
+	if (list_empty(&kdat_orphans))
+		queue_delayed_work(kdat_wq, &kdat_orphans_timer, o->expires - o->adopted);
 	list_add_tail(&o->node, &kdat_orphans);
 	mutex_unlock(&kdat_orphans_lock);
 	/* a handler running for this id re-reads the context and lands here */
@@ -2403,12 +2437,26 @@ static int kdat_orphan_event(struct kdat_orphan *o, struct rdma_cm_id *id,
 	}
 }
 
+/* Destroys the orphans kdat_orphans_reap*() took off the list. */
+static void kdat_orphans_destroy(struct list_head *reap)
+{
+	struct kdat_orphan *o, *tmp;
+
+	list_for_each_entry_safe(o, tmp, reap, node) {
+		o->ep->cm->destroy_id(o->id);
+		kdat_obj_put(&o->ep->obj);
+		kfree(o);
+	}
+}
+
 /* Destroys the orphans on ibdev (all of them if NULL). */
 void kdat_orphans_reap(struct ib_device *ibdev)
 {
 	struct kdat_orphan *o, *tmp;
 	LIST_HEAD(reap);
 
+	if (!ibdev)
+		cancel_delayed_work_sync(&kdat_orphans_timer);
 	mutex_lock(&kdat_orphans_lock);
 	list_for_each_entry_safe(o, tmp, &kdat_orphans, node) {
 		if (!ibdev || o->id->device == ibdev) {
@@ -2417,11 +2465,56 @@ void kdat_orphans_reap(struct ib_device *ibdev)
 		}
 	}
 	mutex_unlock(&kdat_orphans_lock);
-	list_for_each_entry_safe(o, tmp, &reap, node) {
-		o->ep->cm->destroy_id(o->id);
-		kdat_obj_put(&o->ep->obj);
-		kfree(o);
+	kdat_orphans_destroy(&reap);
+}
+
+/* orphan_timeout_s ran out for the oldest orphans; re-armed for the next one. */
+static void kdat_orphans_expire(struct work_struct *work)
+{
+	unsigned long now = jiffies, next = 0;
+	struct kdat_orphan *o, *tmp;
+	bool more = false;
+	LIST_HEAD(reap);
+
+	mutex_lock(&kdat_orphans_lock);
+	list_for_each_entry_safe(o, tmp, &kdat_orphans, node) {
+		if (time_after_eq(now, o->expires)) {
+			o->reaping = true;
+			list_move(&o->node, &reap);
+		} else if (!more || time_before(o->expires, next)) {
+			next = o->expires;
+			more = true;
+		}
 	}
+	if (more)
+		queue_delayed_work(kdat_wq, &kdat_orphans_timer, next - now);
+	mutex_unlock(&kdat_orphans_lock);
+	if (!list_empty(&reap))
+		pr_info("kdat: ended %zu abandoned connection(s) the CM had not ended in %u s\n",
+			list_count_nodes(&reap), READ_ONCE(orphan_timeout_s));
+	kdat_orphans_destroy(&reap);
+}
+
+/*
+ * /sys/class/misc/kdat/orphans: one line per orphan, oldest first, so that
+ * "who keeps what alive" needs no debugger: what it waits for, its age and
+ * the time left before kdat ends it (ms).
+ */
+ssize_t kdat_orphans_show(char *buf)
+{
+	unsigned long now = jiffies;
+	struct kdat_orphan *o;
+	int n = 0;
+
+	mutex_lock(&kdat_orphans_lock);
+	list_for_each_entry(o, &kdat_orphans, node)
+		n += sysfs_emit_at(buf, n, "%s age_ms=%u left_ms=%u\n",
+				   o->wants_drep ? "drep" : "rtu",
+				   jiffies_to_msecs(now - o->adopted),
+				   time_after(o->expires, now) ?
+				   jiffies_to_msecs(o->expires - now) : 0);
+	mutex_unlock(&kdat_orphans_lock);
+	return n;
 }
 
 /* ---- the rdma_cm event handler ----------------------------------------------------------- */

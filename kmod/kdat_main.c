@@ -6,6 +6,7 @@
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
+#include <linux/sysfs.h>
 #include <uapi/kdat.h>
 #include "kdat_priv.h"
 
@@ -63,7 +64,20 @@ static const struct file_operations kdat_fops = {
 	.llseek = no_llseek,
 };
 
+static ssize_t orphans_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	return kdat_orphans_show(buf);
+}
+static DEVICE_ATTR_RO(orphans);
+
+static struct attribute *kdat_attrs[] = {
+	&dev_attr_orphans.attr,
+	NULL,
+};
+ATTRIBUTE_GROUPS(kdat);
+
 static struct miscdevice kdat_misc = {
+	.groups = kdat_groups,
 	.minor = MISC_DYNAMIC_MINOR,
 	.name = KDAT_DEVICE_NAME,
 	.fops = &kdat_fops,

@@ -3,6 +3,7 @@
 #ifndef KDAT_PRIV_H
 #define KDAT_PRIV_H
 
+#include <linux/hrtimer.h>
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
@@ -230,8 +231,14 @@ struct kdat_rmr {
 };
 
 /* One connect attempt's timeout; it holds an EP reference until it has run. */
+/*
+ * The connect timeout: an hrtimer, because the timer wheel rounds a jiffies
+ * timer up by as much as an eighth of its length (a 3 s timeout fired 0.22 s
+ * late); its expiry queues the work that takes ctx->lock.
+ */
 struct kdat_ep_timer {
-	struct delayed_work work;
+	struct hrtimer timer;
+	struct work_struct work;
 	struct kdat_ep *ep;
 };
 
@@ -313,6 +320,7 @@ kdat_ret_t kdat_sp_create_in(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd 
 			     u32 flags, struct kdat_ep *ep, struct kdat_sp **out, u32 *handle);
 void kdat_ia_device_removed(struct kdat_ia *ia);
 void kdat_orphans_reap(struct ib_device *ibdev);
+ssize_t kdat_orphans_show(char *buf);
 struct kdat_obj *kdat_obj_get(struct kdat_ctx *ctx, u32 handle,
 			      enum kdat_obj_type type);
 void kdat_obj_put(struct kdat_obj *obj);
