@@ -37,32 +37,27 @@ def kdat_module(rdma):
         if r.returncode == 0 or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    assert r.returncode == 0, f"rmmod kdat failed: {r.stderr}\n{_kdat_users()}"
+    assert r.returncode == 0, f"rmmod kdat failed: {r.stderr}\n{guest.who_keeps_kdat_loaded()}"
 
 
-def _kdat_users():
-    """Who keeps kdat loaded: its refcount and every process with /dev/kdat open or mapped."""
-    lines = []
-    try:
-        with open("/sys/module/kdat/refcnt") as f:
-            lines.append(f"refcnt {f.read().strip()}")
-    except OSError:
-        pass
-    if os.path.isdir("/sys/module/kdat/holders"):
-        lines.append(f"holders {os.listdir('/sys/module/kdat/holders')}")
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            fds = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
-            with open(f"/proc/{pid}/maps") as f:
-                maps = [ln for ln in f if "kdat" in ln and ".so" not in ln]
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if any("kdat" in fd for fd in fds) or maps:
-            lines.append(f"pid {pid} ({cmd.strip()}): {sum('kdat' in fd for fd in fds)} fds, "
-                         f"{len(maps)} mappings")
-    return "\n".join(lines)
+@pytest.fixture(autouse=True)
+def nothing_of_kdat_left_open():
+    """After every test (and all its other fixtures' teardown: autouse fixtures are set up first,
+    so torn down last) this process holds no kdat file or mapping. A test that leaves one, for
+    example because it failed before its own close() and pytest keeps its locals alive in the
+    traceback, has them closed here and fails: one failure must not keep kdat loaded for the
+    rest of the session."""
+    yield
+    if not guest.in_guest():
+        return
+    fds, maps = guest.holdings()
+    if not fds and not maps:
+        return
+    closed = guest.close_all_open()
+    raw_fds, raw_maps = guest.holdings()
+    guest.release_raw(raw_fds, raw_maps)
+    pytest.fail(f"the test left kdat files or mappings open: {len(fds)} files, {len(maps)} "
+                f"mappings; closed {closed} and released {raw_fds} {raw_maps}", pytrace=False)
 
 
 @pytest.fixture

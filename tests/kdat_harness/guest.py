@@ -6,6 +6,7 @@ import os
 import re
 import shlex
 import subprocess
+import weakref
 
 from . import REPO
 from .uapi import Uapi
@@ -75,16 +76,142 @@ class KernelLog:
         return [line for line in self.new_lines() if _REPORT_RE.search(line)]
 
 
+# ---- what this process holds of kdat ----------------------------------------------------------
+#
+# Every /dev/kdat file, ring file and mapping the harness makes registers here, and each closes
+# itself when it becomes garbage.  A test that fails half-way may leave its objects reachable
+# (pytest keeps the traceback, and with it the test's locals): the guest conftest closes what a
+# test left open and fails it, so a failure never keeps the module loaded for the tests after it.
+
+_OPEN = weakref.WeakSet()
+
+
+def track(obj):
+    """Register obj (it has .close()) as holding a kdat file or mapping until it is closed."""
+    _OPEN.add(obj)
+
+
+def untrack(obj):
+    _OPEN.discard(obj)
+
+
+def close_all_open():
+    """Close every registered object still open; returns their descriptions."""
+    left = [(obj, repr(obj)) for obj in list(_OPEN)]
+    for obj, _ in left:
+        obj.close()
+    return [name for _, name in left]
+
+
+def _is_kdat_file(target):
+    return target == DEV or target.startswith("anon_inode:[kdat-")
+
+
+def holdings(pid="self"):
+    """(fds, mappings) of a process that are kdat's: /dev/kdat files, ring and table files and
+    their mappings. Other files whose names merely contain 'kdat' (/run/kdat-results, libkdat.so)
+    are not. Empty lists for a process that is gone."""
+    fds, maps = [], []
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if _is_kdat_file(target):
+                fds.append((int(fd), target))
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and _is_kdat_file(parts[5].strip()):
+                    maps.append(line.strip())
+    except OSError:
+        pass
+    return fds, maps
+
+
+def release_raw(fds, maps):
+    """Close fds and unmap mappings (lines of /proc/self/maps) that no registered object owns."""
+    for fd, _ in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    for line in maps:
+        lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+        libc.munmap(lo, hi - lo)
+
+
+def orphans():
+    """kdat's pending orphans (/sys/class/misc/kdat/orphans): one line each."""
+    try:
+        with open("/sys/class/misc/kdat/orphans") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+def refcnt():
+    with open("/sys/module/kdat/refcnt") as f:
+        return int(f.read())
+
+
+def who_keeps_kdat_loaded():
+    """Why rmmod would fail: the refcount and holders, every process with a kdat file or mapping,
+    kernel consumers' tables and kdat's pending orphans."""
+    lines = []
+    try:
+        lines.append(f"refcnt {refcnt()}")
+    except OSError:
+        return "kdat is not loaded"
+    holders = "/sys/module/kdat/holders"
+    if os.path.isdir(holders):
+        lines.append(f"holders {sorted(os.listdir(holders))}")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        fds, maps = holdings(pid)
+        if fds or maps:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                cmd = "?"
+            lines.append(f"pid {pid} ({cmd}): files {[t for _, t in fds]}, "
+                         f"mappings {[m.split(None, 5)[5] for m in maps]}")
+    try:
+        fd = os.open(DEV, os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+        lines.append(f"cannot open {DEV} to list kernel consumers: {e}")
+    else:
+        try:
+            from .dat import Kdat
+            with Kdat(Device(fd=fd)) as k:
+                for t in k.table_list()[1]:
+                    if t.flags & UAPI.consts["KDAT_TABLE_KERNEL"]:
+                        lines.append(f"kernel consumer {t.comm!r}: {t.live} live objects")
+        except Exception as e:  # a diagnostic never hides the failure it explains
+            lines.append(f"listing kernel consumers failed: {e!r}")
+    lines += [f"orphan {o}" for o in orphans()] or ["no orphans"]
+    return "\n".join(lines)
+
+
 class Device:
     """A raw open file of /dev/kdat with ioctl(name, struct) -> struct (raising OSError)."""
 
-    def __init__(self, path=DEV):
-        self.fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    def __init__(self, path=DEV, fd=None):
+        self.fd = os.open(path, os.O_RDWR | os.O_CLOEXEC) if fd is None else fd
+        self._closer = weakref.finalize(self, os.close, self.fd)
+        track(self)
+
+    def __repr__(self):
+        return f"Device(fd {self.fd})"
 
     def close(self):
         if self.fd >= 0:
-            os.close(self.fd)
+            self._closer()
             self.fd = -1
+            untrack(self)
 
     def __enter__(self):
         return self
@@ -110,5 +237,6 @@ class Device:
             return e.errno
 
 
-__all__ = ["Device", "KernelLog", "UAPI", "errno", "in_guest", "load_module", "module_loaded",
-           "rdma_up", "run", "unload_module"]
+__all__ = ["Device", "KernelLog", "UAPI", "close_all_open", "errno", "holdings", "in_guest",
+           "load_module", "module_loaded", "orphans", "rdma_up", "refcnt", "release_raw", "run",
+           "track", "unload_module", "untrack", "who_keeps_kdat_loaded"]

@@ -16,6 +16,7 @@ import errno
 import mmap as _mmap
 import os
 import time
+import weakref
 
 from . import guest
 
@@ -80,6 +81,11 @@ class Mapping:
                              f"offset {offset:#x}): {os.strerror(e)}")
         self.addr = addr
         self.length = length
+        self._unmapper = weakref.finalize(self, _libc.munmap, addr, length)
+        guest.track(self)
+
+    def __repr__(self):
+        return f"Mapping({self.addr and hex(self.addr)}, {self.length:#x})"
 
     @staticmethod
     def try_map(fd, length, prot=PROT_READ, flags=MAP_SHARED, offset=0):
@@ -116,8 +122,9 @@ class Mapping:
 
     def close(self):
         if self.addr is not None:
-            _libc.munmap(self.addr, self.length)
+            self._unmapper()
             self.addr = None
+            guest.untrack(self)
 
     def __enter__(self):
         return self
@@ -262,16 +269,22 @@ class Ring:
         self.map_size = result.map_size
         self.result = result
         self.map = None
+        self._closer = weakref.finalize(self, os.close, self.fd)
+        guest.track(self)
         if map_it:
             self.map = Mapping(self.fd, self.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, 0)
+
+    def __repr__(self):
+        return f"Ring(evd {self.evd:#x}, fd {self.fd})"
 
     def close(self):
         if self.map is not None:
             self.map.close()
             self.map = None
         if self.fd >= 0:
-            os.close(self.fd)
+            self._closer()
             self.fd = -1
+            guest.untrack(self)
 
     def __enter__(self):
         return self

@@ -1,0 +1,70 @@
+"""Judging durations on a machine that may be busy.
+
+A timeout must never end early, whatever the load: that is checked exactly. How late it may end
+depends on the load (a guest on a shared 2-core host can lose its CPU for a second), so lateness
+is judged against a control measured beside it in the same run: plain timed sleeps of the same
+length in this process. A kernel timer or delayed work cannot be more on time than a thread's
+sleep under the same load, except for the thread's own wake-up work, which FLOOR_S covers.
+
+    ctl = SleepControl(1.0, count=4)     # four sleeps of 1 s, started now, in threads
+    ...                                  # the operation under test, timed by its own clock
+    assert_on_time(took, 1.0, ctl.lateness())
+"""
+import threading
+import time
+
+# Lateness that is not load: Python's call overhead around an ioctl, a jiffy or two of timer
+# rounding (HZ 250: 4 ms each), the work item's own run. Measured idle in the guest: under 10 ms.
+FLOOR_S = 0.05
+# How many times the control's lateness the measured operation may be late: the operation does
+# more than one wake-up (a timer, then a work item, then the waiter's wake).
+LOAD_FACTOR = 3
+
+
+def boottime():
+    """Seconds on CLOCK_BOOTTIME, the clock of the shared table's timestamps."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+class SleepControl:
+    """`count` timed sleeps of `seconds` each, started now in threads; lateness() waits for them
+    and returns how late the latest one woke (seconds, >= 0)."""
+
+    def __init__(self, seconds, count=1):
+        self.seconds = seconds
+        self.took = []
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._sleep, daemon=True) for _ in range(count)]
+        for t in self._threads:
+            t.start()
+
+    def _sleep(self):
+        t0 = boottime()
+        time.sleep(self.seconds)
+        took = boottime() - t0
+        with self._lock:
+            self.took.append(took)
+
+    def lateness(self):
+        for t in self._threads:
+            t.join()
+        return max(0.0, max(self.took) - self.seconds)
+
+
+def allowed_lateness(control_lateness):
+    return FLOOR_S + LOAD_FACTOR * control_lateness
+
+
+def assert_on_time(took, asked, control_lateness, what="the timeout"):
+    """took >= asked (never early), and no later than the control allows."""
+    assert took >= asked, f"{what} ended early: after {took:.4f} s of {asked} s"
+    allowed = allowed_lateness(control_lateness)
+    assert took - asked <= allowed, (
+        f"{what} came {took - asked:.3f} s late (after {took:.3f} s of {asked} s); a plain sleep "
+        f"beside it was {control_lateness:.3f} s late, so at most {allowed:.3f} s is allowed")
+
+
+def assert_prompt(took, waited, what="the call"):
+    """A call that must not wait: it took less than half of the wait it was given (the wait is
+    chosen long enough, seconds, that no load stretches a prompt return that far)."""
+    assert took < waited / 2, f"{what} took {took:.3f} s: it waited (for up to {waited} s)"
