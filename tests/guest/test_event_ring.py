@@ -14,6 +14,7 @@ from kdat_harness.dat import (DAT, EVENT_VALUE, Kdat, client, host_addr, is_succ
                               kdat_files, next_port, server, side, status_name)
 from kdat_harness.guest import UAPI, errno
 from kdat_harness.shared import (MAP_SHARED, PAGE, PROT_READ, PROT_WRITE, Mapping, ring_map_size)
+from kdat_harness.timing import SleepControl, allowed_lateness, assert_on_time, assert_prompt
 
 C = UAPI.consts
 T = 5_000_000
@@ -230,13 +231,13 @@ def test_poll_is_readable_exactly_while_events_wait(kd, ia):
 def test_poll_wakes_a_sleeping_poller(kd, ia):
     evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
     with kd.evd_ring(evd) as ring:
-        th, box = in_thread(lambda: poll_mask(ring.fd, 15_000))
+        th, box = in_thread(lambda: poll_mask(ring.fd, 60_000))
         blocked_in(box, NR_POLL)
         t0 = time.monotonic()
         rejects(kd, ia, evd, 1)
-        th.join(20)
+        th.join(70)
         assert box["r"] & select.POLLIN
-        assert time.monotonic() - t0 < 10
+        assert_prompt(time.monotonic() - t0, 60, "the poller's wake-up")
 
 
 def test_poll_reports_hup_and_err_once_the_evd_is_freed(kd, ia):
@@ -269,16 +270,23 @@ def test_poll_hup_when_closing_the_ia_frees_the_evd(kd, ia):
 def test_ring_wait_times_out_in_about_the_time_asked(kd, ia):
     evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
     with kd.evd_ring(evd) as ring:
-        for timeout_us in (200_000, 600_000):
+        for timeout_us in (200_000, 600_000, 3_000_000):
             t0 = time.monotonic()
+            control = SleepControl(timeout_us / 1e6)
             r = ring.wait(1, timeout_us)
             dt = time.monotonic() - t0
             assert is_type(r.status, "DAT_TIMEOUT_EXPIRED"), status_name(r.status)
             assert r.available == 0
-            assert timeout_us / 1e6 * 0.95 <= dt <= timeout_us / 1e6 + 2.0, dt
+            assert_on_time(dt, timeout_us / 1e6, control.lateness())
+        # 0: just refill, no wait -- as quick as a call that never waits (ia_query) beside it
         t0 = time.monotonic()
-        r = ring.wait(1, 0)          # 0: just refill, no wait
-        assert is_type(r.status, "DAT_TIMEOUT_EXPIRED") and time.monotonic() - t0 < 0.5
+        r = ring.wait(1, 0)
+        took = time.monotonic() - t0
+        t0 = time.monotonic()
+        kd.ia_query(ia)
+        plain = time.monotonic() - t0
+        assert is_type(r.status, "DAT_TIMEOUT_EXPIRED")
+        assert took <= allowed_lateness(plain), (took, plain)
 
 
 def test_ring_wait_threshold_and_it_takes_nothing(kd, ia):
@@ -302,17 +310,17 @@ def test_ring_wait_threshold_and_it_takes_nothing(kd, ia):
 def test_ring_wait_wakes_when_the_threshold_is_reached(kd, ia):
     evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
     with kd.evd_ring(evd) as ring:
-        th, box = in_thread(lambda: ring.wait(3, 30_000_000))
+        th, box = in_thread(lambda: ring.wait(3, 60_000_000))
         blocked_in(box, NR_IOCTL)
         posted(kd, rejects(kd, ia, evd, 2))
         th.join(0.5)
         assert th.is_alive(), "woke below the threshold"
         t0 = time.monotonic()
         rejects(kd, ia, evd, 1)
-        th.join(20)
+        th.join(70)
         assert not th.is_alive()
         assert is_success(box["r"].status) and box["r"].available == 3
-        assert time.monotonic() - t0 < 15
+        assert_prompt(time.monotonic() - t0, 60, "the wake-up at the threshold")
         assert len(ring.take()) == 3
 
 

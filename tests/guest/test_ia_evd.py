@@ -6,6 +6,7 @@ import pytest
 from kdat_harness.dat import (ACCEPT_PDATA_MAX, CONNECT_PDATA_MAX, REJECT_PDATA_MAX, DAT, CLASS_ERROR, Kdat, expect_dat_error, host_addr, host_netdev,
                               kd)  # noqa: F401  (fixture)
 from kdat_harness.guest import UAPI
+from kdat_harness.timing import SleepControl, assert_on_time, assert_prompt
 
 C = UAPI.consts
 
@@ -84,10 +85,11 @@ def test_evd_create_bad_qlen_and_flags(kd, rdma):
 def test_evd_wait_on_empty_evd_times_out_after_roughly_the_timeout(kd, rdma):
     ia = kd.ia_open(host_addr())
     evd = kd.evd_create(ia, 4)
-    t0 = time.monotonic()
-    e = expect_dat_error("TIMEOUT_EXPIRED", kd.evd_wait, evd, 100_000)
-    dt = time.monotonic() - t0
-    assert 0.09 <= dt < 2.0, dt
+    for timeout_us in (100_000, 1_000_000):
+        t0 = time.monotonic()
+        control = SleepControl(timeout_us / 1e6)
+        e = expect_dat_error("TIMEOUT_EXPIRED", kd.evd_wait, evd, timeout_us)
+        assert_on_time(time.monotonic() - t0, timeout_us / 1e6, control.lateness())
     assert e.status & CLASS_ERROR
 
 
@@ -95,8 +97,8 @@ def test_evd_wait_threshold_zero_is_invalid_parameter(kd, rdma):
     ia = kd.ia_open(host_addr())
     evd = kd.evd_create(ia, 4)
     t0 = time.monotonic()
-    expect_dat_error("INVALID_PARAMETER", kd.evd_wait, evd, 1_000_000, threshold=0)
-    assert time.monotonic() - t0 < 0.9, "threshold 0 must fail at once, not wait"
+    expect_dat_error("INVALID_PARAMETER", kd.evd_wait, evd, 60_000_000, threshold=0)
+    assert_prompt(time.monotonic() - t0, 60, "threshold 0")
 
 
 def test_evd_dequeue_empty_is_queue_empty(kd, rdma):
