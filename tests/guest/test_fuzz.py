@@ -20,11 +20,6 @@ from kdat_harness.dat import Kdat, connect_pair, side  # noqa: F401
 BINARY = os.path.join(REPO, "build", "user", "kdat_fuzz")
 
 
-def _refcnt():
-    with open("/sys/module/kdat/refcnt") as f:
-        return int(f.read())
-
-
 def _tables_of(pid):
     with Kdat() as k:
         _, tables = k.table_list()
@@ -37,7 +32,9 @@ def test_ioctl_fuzzer_leaves_the_kernel_whole(kdat_module, rdma, kernel_log):
     seed = int(os.environ.get("KDAT_FUZZ_SEED", random.randrange(1, 2**63)))
     calls = int(os.environ.get("KDAT_FUZZ_CALLS", 1_000_000))
     seconds = float(os.environ.get("KDAT_FUZZ_SECONDS", 300))
-    before = _refcnt()
+    before = guest.refcnt()
+    # nothing else holds kdat now, or a leak the fuzzer causes could hide behind it
+    assert before == 0, guest.who_keeps_kdat_loaded()
     args = [BINARY, "--seed", str(seed), "--calls", str(calls), "--seconds", str(seconds),
             "--threads", "4", "--closer-ms", "200", "--hang-ms", "20000",
             "--addr", rdma["KDAT_TEST_ADDR"], "--netdev", rdma["KDAT_TEST_NETDEV"]]
@@ -62,10 +59,10 @@ def test_ioctl_fuzzer_leaves_the_kernel_whole(kdat_module, rdma, kernel_log):
 
     # Every file the fuzzer opened is gone: no table of its pid, the module's references are back.
     deadline = time.monotonic() + 30
-    while (_tables_of(p.pid) or _refcnt() != before) and time.monotonic() < deadline:
+    while (_tables_of(p.pid) or guest.refcnt() != before) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _tables_of(p.pid) == [], "tables of the fuzzer's files outlived them"
-    assert _refcnt() == before, f"kdat's module refcount {_refcnt()} != {before} before fuzzing"
+    assert guest.refcnt() == before, f"kdat's module refcount {guest.refcnt()} != {before} before fuzzing"
 
 
 def test_the_module_unloads_and_reloads_after_fuzzing(kdat_module, rdma, kernel_log):
