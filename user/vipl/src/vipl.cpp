@@ -134,6 +134,10 @@ struct Deadline {
   void wait_out() const {
     if (at) std::this_thread::sleep_until(*at);
   }
+  // `t`, or the deadline if that comes first: a pause between attempts never outlasts it.
+  [[nodiscard]] Clock::time_point cap(Clock::time_point t) const {
+    return at ? std::min(t, *at) : t;
+  }
   // What is left, for kdat (µs, at least 1 ms); kdat::infinite when the ABI cannot carry it
   // (more than about 71 minutes): the caller then enforces the deadline itself.
   [[nodiscard]] kdat::Timeout remaining() const {
@@ -529,8 +533,17 @@ VIP_RETURN peer_step(Vi &vi, bool blocking, VIP_VI_ATTRIBUTES *remote_out) {
       // Passive: the dispatcher accepts the peer's request on our EP; wait for the outcome.
       std::optional<kdat::Event> ev;
       if (blocking) {
-        auto wait = kdat::Timeout(200ms);
-        ev = vi.evd.try_wait(1, wait);
+        // Look again every 200 ms (the NIC's close, the dispatcher's flags), and at the deadline
+        // while nothing is accepted: VIP_TIMEOUT comes at the timeout, not up to 200 ms late.
+        auto until = Clock::now() + 200ms;
+        bool accepted_now;
+        {
+          std::lock_guard lock(vi.nic->mu);
+          accepted_now = vi.peer_waiter->accepted;
+        }
+        if (!accepted_now) until = vi.peer_deadline.cap(until);
+        const auto wait = std::chrono::ceil<kdat::Timeout>(until - Clock::now());
+        ev = vi.evd.try_wait(1, std::max(wait, kdat::Timeout(0)));
       } else {
         ev = vi.evd.dequeue();
       }
@@ -562,7 +575,8 @@ VIP_RETURN peer_step(Vi &vi, bool blocking, VIP_VI_ATTRIBUTES *remote_out) {
       if (vi.peer_deadline.passed()) return finish(VIP_TIMEOUT);
       if (Clock::now() < *vi.peer_retry_at) {
         if (!blocking) return VIP_NOT_DONE;
-        std::this_thread::sleep_until(*vi.peer_retry_at);
+        std::this_thread::sleep_until(vi.peer_deadline.cap(*vi.peer_retry_at));
+        if (vi.peer_deadline.passed()) return finish(VIP_TIMEOUT);
       }
       vi.peer_retry_at.reset();
       connect_once(vi, vi.peer_remote, request_for(vi, Kind::peer, vi.peer_local, vi.peer_remote),
@@ -923,7 +937,7 @@ VIP_RETURN VipConnectRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS *LocalAddr,
         }
         // Unreachable before the timeout: the server may come up; try again until it expires.
         if (deadline.passed()) break;
-        std::this_thread::sleep_for(200ms);
+        std::this_thread::sleep_until(deadline.cap(Clock::now() + 200ms));
         if (deadline.passed()) break;
       }
     } catch (...) {
