@@ -2504,16 +2504,25 @@ ssize_t kdat_orphans_show(char *buf)
 {
 	unsigned long now = jiffies;
 	struct kdat_orphan *o;
+	unsigned int more = 0;
 	int n = 0;
 
 	mutex_lock(&kdat_orphans_lock);
-	list_for_each_entry(o, &kdat_orphans, node)
+	list_for_each_entry(o, &kdat_orphans, node) {
+		/* a line is under 48 bytes; the last 64 of the page say what did not fit */
+		if (n >= PAGE_SIZE - 64) {
+			more++;
+			continue;
+		}
 		n += sysfs_emit_at(buf, n, "%s age_ms=%u left_ms=%u\n",
 				   o->wants_drep ? "drep" : "rtu",
 				   jiffies_to_msecs(now - o->adopted),
 				   time_after(o->expires, now) ?
 				   jiffies_to_msecs(o->expires - now) : 0);
+	}
 	mutex_unlock(&kdat_orphans_lock);
+	if (more)
+		n += sysfs_emit_at(buf, n, "... %u more\n", more);
 	return n;
 }
 
