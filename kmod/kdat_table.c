@@ -195,7 +195,7 @@ static void kdat_table_vm_close(struct vm_area_struct *vma)
 static vm_fault_t kdat_table_fault(struct vm_fault *vmf)
 {
 	struct kdat_table *t = vmf->vma->vm_private_data;
-	unsigned long idx = vmf->pgoff - vmf->vma->vm_pgoff;
+	unsigned long idx = vmf->pgoff;		/* page of the table (vm_pgoff 0 at mmap) */
 	struct page *page;
 
 	if (idx >= KDAT_TABLE_PAGES)
@@ -249,6 +249,12 @@ int kdat_table_mmap(struct kdat_table *t, struct vm_area_struct *vma)
 	}
 	vma_set_file(vma, file);
 	fput(file);		/* the vma holds its own reference now */
+	/*
+	 * Offsets are the table file's from here: page 0 is the header.  A vma
+	 * split later (munmap of its first pages) keeps a vm_pgoff that still
+	 * says which table page its start is.
+	 */
+	vma->vm_pgoff = 0;
 	/* never writable, not even after mprotect() */
 	vma->vm_flags &= ~VM_MAYWRITE;
 	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;

@@ -550,3 +550,21 @@ def test_records_are_never_torn_while_the_kernel_writes(client, server):
             client.k.expect_event(client.evd, "DISCONNECTED")
             server.k.expect_event(server.evd, "DISCONNECTED")
             assert t.record(p.cep).state == STATE_VALUE["DISCONNECTED"]
+
+
+@pytest.mark.parametrize("where", ["KDAT_MMAP_TABLE", "KDAT_MMAP_VIEW"])
+def test_a_mapping_split_by_munmap_still_shows_each_page_where_it_belongs(kd, rdma, where):
+    """munmap of a mapping's first page leaves a vma that starts at table page 1: its pages are
+    the table's pages 1, 2, ..., not the header again (issue #23)."""
+    kd.table_attach(table_id(kd))
+    kd.ia_open(host_addr())
+    with Mapping(kd.fd, 3 * PAGE, PROT_READ, MAP_SHARED, C[where]) as whole, \
+            Mapping(kd.fd, 3 * PAGE, PROT_READ, MAP_SHARED, C[where]) as split:
+        assert whole.read(0, 4) == split.read(0, 4)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        assert libc.munmap(split.addr, PAGE) == 0
+        page1 = whole.read(PAGE, PAGE)
+        assert page1 != whole.read(0, PAGE), "the record page differs from the header"
+        assert split.read(PAGE, PAGE) == page1
+        assert split.u32(PAGE) != C["KDAT_TABLE_MAGIC"]
