@@ -25,6 +25,14 @@ static int kdat_copy_in(void __user *uarg, void *buf, size_t size)
 		return -EINVAL;
 	if (copy_from_user(buf, uarg, size))
 		return -EFAULT;
+	/*
+	 * Every struct carries a status out: one that cannot be written back
+	 * (read-only, partly unmapped) fails here, before any work is done,
+	 * so EFAULT leaves the file as it was.  A thread that unmaps the
+	 * argument while the call runs can still make the copy-out fail.
+	 */
+	if (copy_to_user(uarg, buf, size))
+		return -EFAULT;
 	return 0;
 }
 

@@ -240,3 +240,70 @@ def test_the_module_still_connects_after_the_fuzzing(kdat_files, rdma):
     a, b = side(kdat_files()), side(kdat_files())
     p = connect_pair(a, b, client_pd=b"alive", accept_pd=b"yes")
     assert p.cev.private_data == b"yes" and p.cr.private_data == b"alive"
+
+
+# ---- all or nothing: an argument that cannot be written back fails before any work ------------
+
+def _live(k):
+    with k.table() as t:
+        return t.header().live
+
+
+class _Arg:
+    """A struct placed in anonymous memory at the end of a page, then made read-only, or with the
+    next page unmapped so that the struct's tail is missing (`cut` bytes of it)."""
+
+    def __init__(self, s, how):
+        import mmap
+        size = ctypes.sizeof(s)
+        self.mem = mmap.mmap(-1, 2 * mmap.PAGESIZE)
+        base = ctypes.addressof(ctypes.c_char.from_buffer(self.mem))
+        cut = 8 if how == "partly_mapped" else 0
+        self.addr = base + mmap.PAGESIZE - (size - cut)
+        ctypes.memmove(self.addr, bytes(s), size - cut)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        if how == "read_only":
+            ctypes.memmove(self.addr, bytes(s), size)
+            assert libc.mprotect(base, 2 * mmap.PAGESIZE, mmap.PROT_READ) == 0
+        else:
+            assert libc.mprotect(base + mmap.PAGESIZE, mmap.PAGESIZE, 0) == 0   # PROT_NONE
+        self.base, self.libc = base, libc
+
+    def close(self):
+        import mmap
+        self.libc.mprotect(self.base, 2 * mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+def _raw_errno(k, cmd, addr):
+    """ioctl(2) with a raw user address (fcntl.ioctl takes only a C int or a buffer)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
+    if libc.ioctl(k.fd, UAPI.ioctls[COMMANDS[cmd][1]], addr) == 0:
+        return 0
+    return ctypes.get_errno()
+
+
+@pytest.mark.parametrize("how", ["read_only", "partly_mapped"])
+def test_an_ia_open_whose_argument_cannot_be_written_back_creates_nothing(kd, rdma, how):
+    kd.ia_open(host_addr())
+    live = _live(kd)
+    arg = _Arg(Kdat.new("ia_open", name=host_addr()), how)
+    try:
+        assert _raw_errno(kd, "ia_open", arg.addr) == errno.EFAULT
+    finally:
+        arg.close()
+    assert _live(kd) == live, "an IA was made whose handle the caller never learns"
+
+
+@pytest.mark.parametrize("how", ["read_only", "partly_mapped"])
+def test_an_evd_ring_whose_argument_cannot_be_written_back_leaves_the_evd_as_it_was(kd, rdma, how):
+    ia = kd.ia_open(host_addr())
+    evd = kd.evd_create(ia, 8, Kdat.EVD_CONNECTION)
+    arg = _Arg(Kdat.new("evd_ring", evd=evd), how)
+    try:
+        assert _raw_errno(kd, "evd_ring", arg.addr) == errno.EFAULT
+    finally:
+        arg.close()
+    with kd.evd_ring(evd) as ring:       # still an EVD without a ring: this one succeeds
+        assert ring.entries >= 8
