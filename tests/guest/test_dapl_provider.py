@@ -1,6 +1,6 @@
-"""The DAT 2.0 provider libdaplkdat under Debian's unmodified dapl2-utils (dtestcm, dtest), side by
-side with DAPL's own libdaplofa on the same Soft-RoCE netdev, plus the provider's error paths through
-a C consumer of the DAT API (user/dapl/tests/provider_check.c).
+"""The DAT 2.0 provider libdaplkdat under Debian's unmodified dapl2-utils (dtestcm, dtest,
+dapltest), side by side with DAPL's own libdaplofa on the same Soft-RoCE netdev, plus the
+provider's error paths through a C consumer of the DAT API (user/dapl/tests/provider_check.c).
 
 Both providers come from the dat.conf the build writes (build/user/dapl/dat.conf, selected with
 DAT_OVERRIDE): `kdat` is libdaplkdat, `ofa-v2-<netdev>` is libdaplofa.  Each run's outcome and
@@ -225,8 +225,8 @@ def _dtest(provider, rdma, args=()):
                         if re.search(r"Error|ERR|FAILED|DAT_[A-Z_]{4,}", line)), None)
     if not passed:
         first_error = f"{first_error} (server rc {r.server_rc}, client rc {r.client_rc})"
-    _record(f"dtest {provider}: {'PASS' if passed else 'FAIL: ' + first_error}; "
-            f"{r.seconds:.1f} s wall")
+    _record(f"dtest {' '.join((*args, provider))}: "
+            f"{'PASS' if passed else 'FAIL: ' + first_error}; {r.seconds:.1f} s wall")
     return r, passed, first_error
 
 
@@ -268,3 +268,88 @@ def test_provider_connection_management_and_error_paths(kdat_module, rdma, kerne
     _record(f"provider_check kdat: {summary.group(0) if summary else 'no summary'} (rc {r.returncode})")
     assert r.returncode == 0 and not failed, "\n".join(failed) + "\n" + out[-4000:]
     assert summary and int(summary.group(1)) >= 100 and summary.group(2) == "0", out[-2000:]
+
+
+# ---- conformance runs that once failed over kdat and pass over libdaplofa (each provider is
+# run the same way; both must pass)
+
+PROVIDERS = ("kdat", "libdaplofa")
+
+
+def _provider(which):
+    return "kdat" if which == "kdat" else _ofa_name()
+
+
+def _dapltest_server(provider, log):
+    """Starts `dapltest -T S` and returns once it listens (or after 20 s)."""
+    env = dict(os.environ, DAT_OVERRIDE=DAT_CONF)
+    server = subprocess.Popen(["stdbuf", "-oL", "dapltest", "-T", "S", "-D", provider], env=env,
+                              cwd="/tmp", stdout=log, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and server.poll() is None:
+        log.seek(0)
+        if "Awaiting connection" in log.read():
+            break
+        time.sleep(0.1)
+    return server
+
+
+@pytest.mark.parametrize("which", PROVIDERS)
+def test_dapltest_transaction_with_rdma_read(kdat_module, rdma, kernel_log, which):
+    """dapltest -T T sizes its buffers by ia_query's max_lmr_block_size (0 once: "buffer too
+    large") and copies the attributes of an EP made with ep_attr NULL into its data EPs (RDMA
+    read 0/0 once: reads never completed).  SR, RDMA read and RDMA write each way."""
+    provider = _provider(which)
+    env = dict(os.environ, DAT_OVERRIDE=DAT_CONF)
+    addr = rdma["KDAT_TEST_ADDR"]
+    with tempfile.TemporaryFile(mode="w+") as log:
+        server = _dapltest_server(provider, log)
+        try:
+            c = subprocess.run(
+                ["dapltest", "-T", "T", "-s", addr, "-D", provider, "-i", "20",
+                 "client", "SR", "4096", "server", "SR", "4096", "client", "RR", "4096",
+                 "server", "RR", "4096", "client", "RW", "4096", "server", "RW", "4096"],
+                env=env, cwd="/tmp", capture_output=True, text=True, timeout=DTEST_TIMEOUT * 2)
+            subprocess.run(["dapltest", "-T", "Q", "-s", addr, "-D", provider], env=env,
+                           cwd="/tmp", capture_output=True, text=True, timeout=DTEST_TIMEOUT)
+            server.wait(timeout=DTEST_TIMEOUT)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+        log.seek(0)
+        server_out = log.read()
+    out = c.stdout + c.stderr
+    errors = [line for line in out.splitlines() + server_out.splitlines()
+              if re.search(r"error|too large|fail", line, re.I)]
+    ok = not errors and all(f"Total {what}" in out for what in ("Send", "RDMA Read", "RDMA Write"))
+    _record(f"dapltest -T T SR/RR/RW {provider}: "
+            f"{'PASS' if ok else 'FAIL: ' + (errors[0] if errors else 'no totals')}")
+    assert ok, f"dapltest -T T over {provider}:\n{out[-3000:]}\n--- server:\n{server_out[-2000:]}"
+
+
+@pytest.mark.parametrize("which", PROVIDERS)
+def test_dtest_polling(kdat_module, rdma, kernel_log, which):
+    """dtest -p polls its DTO EVDs with `dat_evd_dequeue(..) == DAT_QUEUE_EMPTY`: an empty DTO
+    EVD must answer the bare DAT_QUEUE_EMPTY, as libdaplofa's do."""
+    provider = _provider(which)
+    r, passed, first_error = _dtest(provider, rdma, ("-p", *DTEST_ARGS))
+    assert passed, f"dtest -p over {provider}: {first_error}\n{r.text()}"
+
+
+@pytest.mark.parametrize("which", PROVIDERS)
+def test_dapltest_limits(kdat_module, rdma, kernel_log, which):
+    """dapltest -T L opens and closes IAs over and over (the provider must register again after
+    its last IA closed) and listens on qualifier 0xaffab1e (above 16 bits: mapped to a port)."""
+    provider = _provider(which)
+    env = dict(os.environ, DAT_OVERRIDE=DAT_CONF)
+    tests = ("limit_ia", "limit_pz", "limit_evd", "limit_ep", "limit_psp", "limit_lmr")
+    c = subprocess.run(["dapltest", "-T", "L", "-D", provider, "-m", "8", *tests], env=env,
+                       cwd="/tmp", capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    out = c.stdout + c.stderr
+    counts = re.findall(r"LimitTest: \w+ (?:created|opened): (\d+)", out)
+    errors = [line for line in out.splitlines() if re.search(r"fails|error", line, re.I)]
+    ok = len(counts) == len(tests) and all(n == "8" for n in counts) and not errors
+    _record(f"dapltest -T L -m 8 {' '.join(tests)} {provider}: "
+            f"{'PASS' if ok else 'FAIL: ' + (errors[0] if errors else str(counts))}")
+    assert ok, f"dapltest -T L over {provider}:\n{out[-3000:]}"

@@ -1,6 +1,8 @@
 // Endpoints, service points and connection requests: DAT's connection management, carried out
 // by kdat.ko (the EP state machine of include/kdat/ep_table.h on the kernel's rdma_cm) through
 // libkdat.  The provider keeps no EP state of its own: states come from the kernel's table.
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "data_path.hpp"
@@ -12,6 +14,17 @@ namespace {
 kdat::Timeout to_timeout(DAT_TIMEOUT timeout) {
   if (timeout == DAT_TIMEOUT_INFINITE) return kdat::infinite;
   return kdat::Timeout(timeout);
+}
+
+// DAT connection qualifiers are 64 bits, rdma_cm ports (what kdat.ko listens on and connects
+// to) 16.  As libdaplofa (openib_cma's SID_TO_PORT): a qualifier up to 0xffff is the port itself,
+// a larger one maps to 33534 + (qualifier % 32001), i.e. into 33534..65534.  psp_create,
+// rsp_create and ep_connect all map, so a consumer's qualifier meets its peer's on either
+// provider; queries and CR events report the qualifier as given.
+DAT_CONN_QUAL service_port(DAT_CONN_QUAL conn_qual) {
+  constexpr DAT_CONN_QUAL kModulus = 32001;
+  constexpr DAT_CONN_QUAL kBase = 65535 - kModulus;
+  return conn_qual > 0xffff ? kBase + conn_qual % kModulus : conn_qual;
 }
 
 // An EVD argument of an EP: NULL, or an EVD of `ia` with `flag`.
@@ -41,6 +54,37 @@ void fill_attr_defaults(DAT_EP_ATTR &attr, const kdat::EpAttributes &k) {
   attr.max_rdma_read_out = static_cast<DAT_COUNT>(k.max_rdma_read_out);
   attr.max_rdma_read_iov = static_cast<DAT_COUNT>(k.max_request_iov);
   attr.max_rdma_write_iov = static_cast<DAT_COUNT>(k.max_request_iov);
+}
+
+// dat_ep_create's attributes for ep_attr NULL: libdaplofa's defaults (16 DTOs and 4 segments
+// each way, 4 RDMA reads in and out, 2 GB messages), bounded by the device and by kdat.ko.
+// Consumers copy these into EPs of their own (dapltest does), so RDMA read must work with them.
+DAT_EP_ATTR default_attr(Ia &ia) {
+  constexpr DAT_COUNT kDtos = 16;
+  constexpr DAT_COUNT kIov = 4;
+  constexpr DAT_COUNT kRdmaReads = 4;
+  const auto d = ia.data_path->device_limits();
+  const auto bound = [](DAT_COUNT value, std::int64_t limit) {
+    return limit > 0 ? static_cast<DAT_COUNT>(std::min<std::int64_t>(value, limit)) : value;
+  };
+  DAT_EP_ATTR a{};
+  a.service_type = DAT_SERVICE_TYPE_RC;
+  a.qos = DAT_QOS_BEST_EFFORT;
+  a.max_message_size = d && d->max_msg_sz > 0 ? std::min(d->max_msg_sz, 1u << 31) : 1u << 31;
+  a.max_rdma_size = a.max_message_size;
+  a.max_recv_dtos = bound(kDtos, d ? d->max_qp_wr : 0);
+  a.max_request_dtos = a.max_recv_dtos;
+  a.max_recv_iov = bound(kIov, d ? d->max_sge : 0);
+  a.max_request_iov = a.max_recv_iov;
+  a.max_rdma_read_iov = bound(a.max_recv_iov, d ? d->max_sge_rd : 0);
+  a.max_rdma_write_iov = a.max_recv_iov;
+  a.max_rdma_read_in = bound(bound(kRdmaReads, d ? d->max_qp_rd_atom : 0),
+                             static_cast<std::int64_t>(ia.attributes.max_rdma_read_in));
+  a.max_rdma_read_out = bound(bound(kRdmaReads, d ? d->max_qp_init_rd_atom : 0),
+                              static_cast<std::int64_t>(ia.attributes.max_rdma_read_out));
+  a.recv_completion_flags = DAT_COMPLETION_EVD_THRESHOLD_FLAG;
+  a.request_completion_flags = DAT_COMPLETION_EVD_THRESHOLD_FLAG;
+  return a;
 }
 
 kdat::EpAttributes to_kdat(const DAT_EP_ATTR &attr) {
@@ -85,7 +129,9 @@ DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
     // kdat binds an EP to its connect EVD at creation (no UNCONFIGURED states).
     if (connect == nullptr) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
     if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
-    const kdat::EpAttributes k = attr != nullptr ? to_kdat(*attr) : kdat::EpAttributes{};
+    const DAT_EP_ATTR given = attr != nullptr ? *attr : default_attr(ia);
+    attr = &given;
+    const kdat::EpAttributes k = to_kdat(given);
     // With a PZ the EP gets a user-owned QP (the data path); without one, a kernel-QP EP.
     std::optional<kdat::UserEndpoint> user;
     if (pz != nullptr && pz->pd)
@@ -97,11 +143,7 @@ DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
     ep.request_evd = request;
     ep.connect_evd = connect;
     count_use(ep, +1);
-    if (attr != nullptr) {
-      ep.attr = *attr;
-    } else {
-      fill_attr_defaults(ep.attr, ep.kernel().query().attributes);
-    }
+    ep.attr = given;
     if (ep.user) {  // what the QP was made with (data_path.cpp's defaults for 0)
       ep.attr.max_recv_dtos = static_cast<DAT_COUNT>(k.max_recv_dtos != 0 ? k.max_recv_dtos : 64);
       ep.attr.max_request_dtos =
@@ -184,7 +226,7 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
     if (remote == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     const kdat::Address address = to_address(reinterpret_cast<const sockaddr *>(remote));
     const auto data = private_data(pd_size, pd, DAT_INVALID_ARG6);
-    ep.kernel().connect(address, conn_qual, to_timeout(timeout), data,
+    ep.kernel().connect(address, service_port(conn_qual), to_timeout(timeout), data,
                         static_cast<std::uint32_t>(qos), static_cast<std::uint32_t>(flags));
     watch_connect(ep);
     return DAT_SUCCESS;
@@ -276,7 +318,7 @@ Psp &make_psp(Ia &ia, DAT_CONN_QUAL conn_qual, Evd &evd, DAT_PSP_FLAGS flags) {
   if (flags != DAT_PSP_CONSUMER_FLAG && flags != DAT_PSP_PROVIDER_FLAG)
     fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
   kdat::Psp kernel(
-      ia.kernel, *evd.kernel, conn_qual,
+      ia.kernel, *evd.kernel, service_port(conn_qual),
       flags == DAT_PSP_PROVIDER_FLAG ? kdat::PspFlags::provider : kdat::PspFlags::consumer);
   auto &psp = make_child<Psp>(ia, std::move(kernel));
   psp.conn_qual = conn_qual;
@@ -357,7 +399,8 @@ DAT_RETURN rsp_create(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL conn_qual, DAT_EP_H
     if (ep.ia != &ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
     auto &evd = cr_evd(ia, evd_handle);
     if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
-    auto &rsp = make_child<Rsp>(ia, kdat::Rsp(ia.kernel, ep.kernel(), conn_qual, *evd.kernel));
+    auto &rsp = make_child<Rsp>(
+        ia, kdat::Rsp(ia.kernel, ep.kernel(), service_port(conn_qual), *evd.kernel));
     rsp.conn_qual = conn_qual;
     rsp.evd = &evd;
     rsp.ep = ep.handle;

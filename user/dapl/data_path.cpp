@@ -170,16 +170,35 @@ class VerbsDataPath final : public DataPath {
   [[nodiscard]] const char *name() const override { return "user-qp"; }
 
   [[nodiscard]] std::unique_ptr<ProtectionDomain> make_protection_domain() override {
-    if (!verbs_ && !tried_) {
-      tried_ = true;
-      try {
-        verbs_.emplace(ia_.kernel);
-      } catch (const kdat::Error &) {
-        // Not openable by this process: PZs without PD, kernel-QP EPs (see data_path.hpp).
-      }
-    }
-    if (!verbs_) return nullptr;
+    if (!open()) return nullptr;
     return std::make_unique<SharedPd>();
+  }
+
+  [[nodiscard]] std::optional<DeviceLimits> device_limits() override {
+    if (limits_ || !open()) return limits_;
+    ibv_device_attr d{};
+    if (ibv_query_device(verbs_->context(), &d) != 0) return std::nullopt;
+    // rdma_cm (hence kdat.ko) binds the IA's address to one port; RoCE and rxe devices have
+    // port 1 only.  Without it the message size stays DAT's 2 GB.
+    ibv_port_attr port{};
+    const std::uint32_t msg =
+        ibv_query_port(verbs_->context(), 1, &port) == 0 ? port.max_msg_sz : 1u << 31;
+    DeviceLimits l;
+    l.max_mr_size = d.max_mr_size;
+    l.max_qp = d.max_qp;
+    l.max_qp_wr = d.max_qp_wr;
+    l.max_sge = d.max_sge;
+    l.max_sge_rd = d.max_sge_rd;
+    l.max_cq = d.max_cq;
+    l.max_cqe = d.max_cqe;
+    l.max_mr = d.max_mr;
+    l.max_mw = d.max_mw;
+    l.max_pd = d.max_pd;
+    l.max_qp_rd_atom = d.max_qp_rd_atom;
+    l.max_qp_init_rd_atom = d.max_qp_init_rd_atom;
+    l.max_msg_sz = msg;
+    limits_ = l;
+    return limits_;
   }
 
   [[nodiscard]] std::optional<kdat::UserEndpoint> make_user_endpoint(
@@ -320,9 +339,23 @@ class VerbsDataPath final : public DataPath {
     return 1;
   }
 
+  // Opens the IA's device once; false if this process cannot (PZs without PD, kernel-QP EPs:
+  // see data_path.hpp).
+  bool open() {
+    if (!verbs_ && !tried_) {
+      tried_ = true;
+      try {
+        verbs_.emplace(ia_.kernel);
+      } catch (const kdat::Error &) {
+      }
+    }
+    return verbs_.has_value();
+  }
+
   Ia &ia_;
   bool tried_ = false;
   std::optional<kdat::Verbs> verbs_;
+  std::optional<DeviceLimits> limits_;
   std::unordered_map<Evd *, std::unique_ptr<Cq>> cqs_;
   std::unordered_map<std::uint64_t, Pending> pending_;
   std::uint64_t next_id_ = 0;
@@ -357,6 +390,13 @@ DAT_RETURN UserQueuePair::post(DAT_DTOS op, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
       DAT_COMPLETION_EVD_THRESHOLD_FLAG);
   if ((flags & ~known) != 0)
     fail(DAT_INVALID_PARAMETER, rdma ? DAT_INVALID_ARG6 : DAT_INVALID_ARG5);
+  // An EP with no outstanding RDMA read allowed (max_rdma_read_out 0: the QP's max_rd_atomic)
+  // would accept the read and never complete it.  dat_ep_post_rdma_read's return values name
+  // DAT_INVALID_STATE for the EP's connection state only and DAT_LENGTH_ERROR for buffer sizes;
+  // this is a resource limit ("failed due to resource limitations"), as for max_request_dtos:
+  // DAT_INSUFFICIENT_RESOURCES, subtype the RDMA read credits.
+  if (op == DAT_DTO_RDMA_READ && ep_.attr.max_rdma_read_out <= 0)
+    fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_CREDITS);
   // Reap finished requests (suppressed ones included) before counting what is outstanding.
   (void)path_.poll_completions(*evd);
   const std::size_t max_dtos =

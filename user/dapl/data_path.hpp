@@ -9,6 +9,7 @@
 // kernel-owned QP whose posts answer DAT_NOT_IMPLEMENTED (connection management still works).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 
@@ -46,6 +47,24 @@ class MemoryRegion {
   virtual ~MemoryRegion() = default;
 };
 
+// What the RDMA device allows (ibv_query_device, ibv_query_port of port 1), for ia_query and
+// the EP defaults.  Counts are clamped to DAT_COUNT.
+struct DeviceLimits {
+  std::uint64_t max_mr_size = 0;
+  std::int32_t max_qp = 0;
+  std::int32_t max_qp_wr = 0;
+  std::int32_t max_sge = 0;
+  std::int32_t max_sge_rd = 0;
+  std::int32_t max_cq = 0;
+  std::int32_t max_cqe = 0;
+  std::int32_t max_mr = 0;
+  std::int32_t max_mw = 0;
+  std::int32_t max_pd = 0;
+  std::int32_t max_qp_rd_atom = 0;
+  std::int32_t max_qp_init_rd_atom = 0;
+  std::uint32_t max_msg_sz = 0;
+};
+
 struct MemoryKeys {
   DAT_LMR_CONTEXT lmr_context = 0;
   DAT_RMR_CONTEXT rmr_context = 0;
@@ -62,6 +81,9 @@ class DataPath {
   // The protection domain for a new PZ; nullptr when the device offers none to this process
   // (connection management does not need one).
   [[nodiscard]] virtual std::unique_ptr<ProtectionDomain> make_protection_domain() = 0;
+  // The device's limits; opens the device (as make_protection_domain does) if that has not been
+  // tried yet.  nullopt: this process cannot open it.
+  [[nodiscard]] virtual std::optional<DeviceLimits> device_limits() = 0;
   // A user-owned QP EP for dat_ep_create with a PZ that has a PD; nullopt: use a kernel-QP EP.
   // `attr` is the consumer's (null: defaults); sizes the QP.  Throws kdat::Error / Failure.
   [[nodiscard]] virtual std::optional<kdat::UserEndpoint> make_user_endpoint(

@@ -333,7 +333,12 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT *event) {
     (void)evd.ia->data_path->poll_completions(evd);
     if (!take(evd, *event)) {
       yield = evd.kernel.has_value();
-      return error(DAT_QUEUE_EMPTY);
+      // As libdaplofa: an EVD that has a CQ (any flag besides SOFTWARE, CONNECTION and CR; not
+      // the async EVD) answers a bare DAT_QUEUE_EMPTY, the others DAT_QUEUE_EMPTY with the
+      // error class.  dtest -p polls its DTO EVDs with `== DAT_QUEUE_EMPTY`.
+      constexpr int no_cq = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CONNECTION_FLAG | DAT_EVD_CR_FLAG;
+      const bool has_cq = (evd.flags & DAT_EVD_ASYNC_FLAG) == 0 && (evd.flags & ~no_cq) != 0;
+      return has_cq ? static_cast<DAT_RETURN>(DAT_QUEUE_EMPTY) : error(DAT_QUEUE_EMPTY);
     }
     return DAT_SUCCESS;
   });

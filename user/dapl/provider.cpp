@@ -8,6 +8,8 @@
 #include <arpa/inet.h>
 #include <sys/eventfd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <list>
 #include <sstream>
@@ -148,25 +150,48 @@ DAT_RETURN ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags) {
   });
 }
 
-void fill_ia_attr(const Ia &ia, DAT_IA_ATTR_MASK, DAT_IA_ATTR &a) {
+// The smaller of two limits where 0 means "none given".
+DAT_COUNT at_most(DAT_COUNT a, std::uint32_t b) {
+  if (b == 0 || b > static_cast<std::uint32_t>(INT32_MAX)) return a;
+  return a == 0 ? static_cast<DAT_COUNT>(b) : std::min(a, static_cast<DAT_COUNT>(b));
+}
+
+// Limits come from the verbs device as libdaplofa reports them (ibv_query_device: max_qp_wr,
+// max_sge, max_cq(e), max_mr(_size), max_pd, max_qp_(init_)rd_atom; the port's max_msg_sz),
+// bounded by what kdat.ko itself accepts (EPs, EVD ring length, RDMA read depths).  Without a
+// device this process can open there is no data path: LMR limits stay 0.
+void fill_ia_attr(const Ia &ia, const std::optional<DeviceLimits> &d, DAT_IA_ATTR &a) {
   const auto &k = ia.attributes;
   std::memset(&a, 0, sizeof(a));
   copy_name(a.adapter_name, k.device_name);
   copy_name(a.vendor_name, "kdat");
   a.ia_address_ptr =
       reinterpret_cast<DAT_IA_ADDRESS_PTR>(const_cast<sockaddr_storage *>(&ia.address));
-  a.max_eps = static_cast<DAT_COUNT>(k.max_eps);
-  a.max_dto_per_ep = static_cast<DAT_COUNT>(k.max_dtos);
-  a.max_rdma_read_per_ep_in = static_cast<DAT_COUNT>(k.max_rdma_read_in);
-  a.max_rdma_read_per_ep_out = static_cast<DAT_COUNT>(k.max_rdma_read_out);
-  a.max_evds = static_cast<DAT_COUNT>(k.max_eps);
-  a.max_evd_qlen = static_cast<DAT_COUNT>(k.max_evd_qlen);
-  a.max_iov_segments_per_dto = static_cast<DAT_COUNT>(k.max_iov);
-  a.max_pzs = static_cast<DAT_COUNT>(k.max_eps);
-  a.max_message_size = 1u << 31;
-  a.max_rdma_size = 1u << 31;
-  a.max_rdma_read_in = static_cast<DAT_COUNT>(k.max_rdma_read_in);
-  a.max_rdma_read_out = static_cast<DAT_COUNT>(k.max_rdma_read_out);
+  a.max_eps = at_most(d ? d->max_qp : 0, k.max_eps);
+  a.max_dto_per_ep = d ? d->max_qp_wr : static_cast<DAT_COUNT>(k.max_dtos);
+  a.max_rdma_read_per_ep_in = at_most(d ? d->max_qp_rd_atom : 0, k.max_rdma_read_in);
+  a.max_rdma_read_per_ep_out = at_most(d ? d->max_qp_init_rd_atom : 0, k.max_rdma_read_out);
+  a.max_evds = d ? d->max_cq : static_cast<DAT_COUNT>(k.max_eps);
+  a.max_evd_qlen = at_most(d ? d->max_cqe : 0, k.max_evd_qlen);
+  a.max_iov_segments_per_dto = d ? d->max_sge : static_cast<DAT_COUNT>(k.max_iov);
+  a.max_pzs = d ? d->max_pd : static_cast<DAT_COUNT>(k.max_eps);
+  a.max_message_size = d ? d->max_msg_sz : 1u << 31;
+  a.max_rdma_size = a.max_message_size;
+  if (d) {
+    a.max_lmrs = d->max_mr;
+    // DAT_SEG_LENGTH is 32 bits; verbs' max_mr_size is 64 (libdaplofa clamps the same way).
+    a.max_lmr_block_size =
+        static_cast<DAT_SEG_LENGTH>(std::min<std::uint64_t>(d->max_mr_size, UINT32_MAX));
+    a.max_lmr_virtual_address = d->max_mr_size;
+    // Verbs' own bound for an RDMA read's scatter list where the device gives one.
+    a.max_iov_segments_per_rdma_read =
+        d->max_sge_rd > 0 ? std::min(d->max_sge_rd, d->max_sge) : d->max_sge;
+    a.max_iov_segments_per_rdma_write = d->max_sge;
+  }
+  // max_rmrs / max_rmr_target_address stay 0: rmr_* is not implemented (README), and a
+  // consumer that sizes its RMR use by them (dapltest's limit test) must not try.
+  a.max_rdma_read_in = a.max_rdma_read_per_ep_in;
+  a.max_rdma_read_out = a.max_rdma_read_per_ep_out;
   a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
   a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
   a.zb_supported = DAT_FALSE;
@@ -219,7 +244,8 @@ DAT_RETURN ia_query(DAT_IA_HANDLE handle, DAT_EVD_HANDLE *async_evd, DAT_IA_ATTR
       fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
     if (async_evd != nullptr)
       *async_evd = ia.async_evd != nullptr ? ia.async_evd->handle : DAT_HANDLE_NULL;
-    if (ia_attr != nullptr && ia_mask != 0) fill_ia_attr(ia, ia_mask, *ia_attr);
+    if (ia_attr != nullptr && ia_mask != 0)
+      fill_ia_attr(ia, ia.data_path->device_limits(), *ia_attr);
     if (provider_attr != nullptr && provider_mask != 0) fill_provider_attr(ia, *provider_attr);
     return DAT_SUCCESS;
   });
@@ -384,23 +410,31 @@ using kdat::dapl::Instance;
 
 extern "C" {
 
-// Called by the registry for each dat.conf line naming this library.
+// Called by the registry for each dat.conf line naming this library, at the first dat_ia_open
+// of that IA name and again at the next open after the last dat_ia_close (which calls
+// dat_provider_fini and dlclose).  The library is not really unloaded then (its C++ runtime
+// symbols make it NODELETE), so an Instance may already exist: it is registered again.
 __attribute__((visibility("default"))) void dat_provider_init(const DAT_PROVIDER_INFO *info,
                                                               const char *instance_data) {
   if (info == nullptr) return;
   try {
     auto lock = kdat::dapl::lock_provider();
     auto &list = kdat::dapl::instances();
-    for (const auto &inst : list)
-      if (inst.name == info->ia_name) return;  // registered already
-    Instance &inst = list.emplace_back();
-    inst.info = *info;
-    inst.name = info->ia_name;
-    inst.params = instance_data != nullptr ? instance_data : "";
-    inst.provider.device_name = inst.name.c_str();
-    inst.provider.extension = nullptr;
-    kdat::dapl::fill_provider_table(inst.provider);
-    if (dat_registry_add_provider(&inst.provider, &inst.info) != DAT_SUCCESS) list.pop_back();
+    Instance *inst = nullptr;
+    for (auto &known : list)
+      if (known.name == info->ia_name) inst = &known;
+    if (inst != nullptr && inst->registered) return;
+    if (inst == nullptr) {
+      inst = &list.emplace_back();
+      inst->info = *info;
+      inst->name = info->ia_name;
+      inst->provider.device_name = inst->name.c_str();
+      inst->provider.extension = nullptr;
+      kdat::dapl::fill_provider_table(inst->provider);
+    }
+    // The same table again: stale handles of this instance still reach it (and are refused).
+    inst->params = instance_data != nullptr ? instance_data : "";
+    inst->registered = dat_registry_add_provider(&inst->provider, &inst->info) == DAT_SUCCESS;
   } catch (...) {  // nothing may escape into the registry: the IA just stays unknown
   }
 }
@@ -411,7 +445,8 @@ __attribute__((visibility("default"))) void dat_provider_fini(const DAT_PROVIDER
   auto &list = kdat::dapl::instances();
   for (auto it = list.begin(); it != list.end(); ++it) {
     if (it->name == info->ia_name) {
-      (void)dat_registry_remove_provider(&it->provider, &it->info);
+      if (it->registered) (void)dat_registry_remove_provider(&it->provider, &it->info);
+      it->registered = false;
       // The Instance stays: handles of this instance may still be looked at (and refused).
       return;
     }

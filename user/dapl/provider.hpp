@@ -54,8 +54,9 @@ struct Failure {
 struct Instance {
   DAT_PROVIDER provider{};
   DAT_PROVIDER_INFO info{};
-  std::string name;    // the IA name (dat.conf's first field), provider.device_name
-  std::string params;  // dat.conf's ia_params (see README: "NETDEV|IP [device=PATH]")
+  std::string name;         // the IA name (dat.conf's first field), provider.device_name
+  std::string params;       // dat.conf's ia_params (see README: "NETDEV|IP [device=PATH]")
+  bool registered = false;  // in libdat2's dynamic registry (dat_provider_fini takes it out)
 };
 
 struct Ia;

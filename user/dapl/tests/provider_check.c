@@ -167,6 +167,109 @@ static DAT_LMR_TRIPLET triplet(DAT_LMR_CONTEXT ctx, const void *at, DAT_VLEN len
 
 /* The data path between two EPs of this process: the client's DTOs complete on its own EVDs,
  * the server's receive EVD is also its connect EVD (flushes before DISCONNECTED, seed 001). */
+/* An EP made with max_rdma_read_out 0 cannot have an RDMA read outstanding: posting one is
+ * refused (DAT_INSUFFICIENT_RESOURCES) instead of being accepted and never completing. */
+static void rdma_read_out_zero(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port,
+                               DAT_PZ_HANDLE pz, DAT_EVD_HANDLE cr_evd, DAT_LMR_CONTEXT c_l,
+                               DAT_RMR_CONTEXT s_r, char *cbuf, char *sbuf) {
+  DAT_EVD_HANDLE conn = DAT_HANDLE_NULL, dto = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL;
+  DAT_EP_ATTR attr;
+  DAT_EVENT ev;
+  DAT_LMR_TRIPLET iov;
+  DAT_RMR_TRIPLET rmr;
+  DAT_DTO_COOKIE ck;
+  int established = 0;
+
+  dat_evd_create(ia, 16, NULL, DAT_EVD_CONNECTION_FLAG, &conn);
+  dat_evd_create(ia, 16, NULL, DAT_EVD_DTO_FLAG, &dto);
+  memset(&attr, 0, sizeof(attr));
+  attr.service_type = DAT_SERVICE_TYPE_RC;
+  attr.qos = DAT_QOS_BEST_EFFORT;
+  attr.max_recv_dtos = attr.max_request_dtos = 4;
+  attr.max_recv_iov = attr.max_request_iov = 1;
+  attr.max_rdma_read_in = 4;
+  attr.max_rdma_read_out = 0;
+  expect("rd0: ep_create with max_rdma_read_out 0",
+         dat_ep_create(ia, pz, dto, dto, conn, &attr, &c), DAT_SUCCESS);
+  expect("rd0: ep_create (server)", dat_ep_create(ia, pz, dto, dto, conn, NULL, &s), DAT_SUCCESS);
+  expect("rd0: ep_connect",
+         dat_ep_connect(c, addr, port, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
+                        DAT_CONNECT_DEFAULT_FLAG),
+         DAT_SUCCESS);
+  if (next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT)
+    dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, s, 0, NULL);
+  for (int i = 0; i < 2; ++i)
+    established += next_event(conn, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED;
+  if (truth("rd0: both EPs ESTABLISHED", established == 2)) {
+    iov = triplet(c_l, cbuf + 6000, 64);
+    rmr.rmr_context = s_r;
+    rmr.virtual_address = (DAT_VADDR)(uintptr_t)(sbuf + 6000);
+    rmr.segment_length = 64;
+    ck.as_64 = 0x60;
+    expect("rd0: post_rdma_read with max_rdma_read_out 0",
+           dat_ep_post_rdma_read(c, 1, &iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG),
+           DAT_INSUFFICIENT_RESOURCES);
+    expect("rd0: post_rdma_write still works",
+           dat_ep_post_rdma_write(c, 1, &iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+    dto_done("rd0: rdma write", dto, 0x60, 64, DAT_DTO_SUCCESS);
+  }
+  if (established > 0) {
+    int disconnected = 0;
+    dat_ep_disconnect(c, DAT_CLOSE_ABRUPT_FLAG);
+    for (int i = 0; i < established; ++i)
+      disconnected += next_event(conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED;
+    truth("rd0: DISCONNECTED", disconnected == established);
+  }
+  expect("rd0: ep_free (client)", dat_ep_free(c), DAT_SUCCESS);
+  expect("rd0: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);
+  dat_evd_free(dto);
+  dat_evd_free(conn);
+}
+
+/* DAT connection qualifiers are 64 bits, rdma_cm ports 16: a qualifier above 0xffff maps to
+ * 33534 + q % 32001 (libdaplofa's mapping), on the listening and the connecting side alike. */
+static void big_qualifier(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr) {
+  const DAT_CONN_QUAL q = 0xaffab1e; /* dapltest's limit tests use it */
+  const DAT_CONN_QUAL mapped = 33534 + q % 32001;
+  DAT_EVD_HANDLE cr = DAT_HANDLE_NULL, conn = DAT_HANDLE_NULL;
+  DAT_PSP_HANDLE psp = DAT_HANDLE_NULL, other = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+  DAT_PSP_PARAM param;
+  DAT_EVENT ev;
+
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CR_FLAG, &cr);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &conn);
+  if (!expect("qual: psp_create 0xaffab1e", dat_psp_create(ia, q, cr, DAT_PSP_CONSUMER_FLAG, &psp),
+              DAT_SUCCESS))
+    goto out;
+  expect("qual: psp_query", dat_psp_query(psp, DAT_PSP_FIELD_ALL, &param), DAT_SUCCESS);
+  truth("qual: psp_query reports the qualifier as given", param.conn_qual == q);
+  expect("qual: psp_create on the port it maps to",
+         dat_psp_create(ia, mapped, cr, DAT_PSP_CONSUMER_FLAG, &other), DAT_CONN_QUAL_IN_USE);
+  dat_ep_create(ia, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, conn, NULL, &ep);
+  expect(
+      "qual: ep_connect to 0xaffab1e",
+      dat_ep_connect(ep, addr, q, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+      DAT_SUCCESS);
+  if (truth("qual: the request reaches the PSP",
+            next_event(cr, &ev) == DAT_CONNECTION_REQUEST_EVENT)) {
+    truth("qual: the CR event names the qualifier",
+          ev.event_data.cr_arrival_event_data.conn_qual == q &&
+              ev.event_data.cr_arrival_event_data.sp_handle.psp_handle == psp);
+    expect("qual: cr_reject", dat_cr_reject(ev.event_data.cr_arrival_event_data.cr_handle, 0, NULL),
+           DAT_SUCCESS);
+    truth("qual: the client is rejected",
+          next_event(conn, &ev) == DAT_CONNECTION_EVENT_PEER_REJECTED);
+  }
+  dat_ep_free(ep);
+out:
+  if (psp != DAT_HANDLE_NULL) dat_psp_free(psp);
+  if (other != DAT_HANDLE_NULL) dat_psp_free(other);
+  dat_evd_free(conn);
+  dat_evd_free(cr);
+}
+
 static void data_path(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port) {
   static char cbuf[8192], sbuf[8192];
   DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
@@ -346,6 +449,7 @@ static void data_path(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL p
     dat_ep_get_status(s, &st, &in_idle, &out_idle);
     truth("dp: ep_get_status: server idle after the flush", in_idle == DAT_TRUE);
   }
+  rdma_read_out_zero(ia, addr, port, pz, cr_evd, c_l, s_r, cbuf, sbuf);
 out:
   expect("dp: ep_free (client)", dat_ep_free(c), DAT_SUCCESS);
   expect("dp: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);
@@ -396,6 +500,18 @@ int main(int argc, char **argv) {
           a != NULL && a->sin_family == AF_INET && a->sin_addr.s_addr == server.sin_addr.s_addr);
     truth("ia_query: max_private_data_size > 0", pr_attr.max_private_data_size > 0);
     truth("ia_query: max_eps >= 1000", ia_attr.max_eps >= 1000);
+    /* the verbs device's limits, as libdaplofa reports them (dapltest sizes buffers by them) */
+    truth("ia_query: max_lmr_block_size >= 1 MB", ia_attr.max_lmr_block_size >= (1u << 20));
+    truth("ia_query: max_lmrs and max_lmr_virtual_address > 0",
+          ia_attr.max_lmrs > 0 && ia_attr.max_lmr_virtual_address > 0);
+    truth(
+        "ia_query: RDMA read/write iov limits > 0",
+        ia_attr.max_iov_segments_per_rdma_read > 0 && ia_attr.max_iov_segments_per_rdma_write > 0);
+    truth("ia_query: max_rdma_read_in/out > 0", ia_attr.max_rdma_read_in > 0 &&
+                                                    ia_attr.max_rdma_read_out > 0 &&
+                                                    ia_attr.max_rdma_read_per_ep_out > 0);
+    truth("ia_query: max_message_size and max_rdma_size > 0",
+          ia_attr.max_message_size > 0 && ia_attr.max_rdma_size > 0);
   }
 
   /* ---- PZ, EVDs */
@@ -414,6 +530,14 @@ int main(int argc, char **argv) {
   expect("evd_create dto", dat_evd_create(ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &dto_evd),
          DAT_SUCCESS);
   expect("evd_dequeue on an empty EVD", dat_evd_dequeue(conn_evd, &ev), DAT_QUEUE_EMPTY);
+  /* as libdaplofa: an EVD with a CQ (DTO) answers a bare DAT_QUEUE_EMPTY (dtest -p compares
+   * with ==), one without (connection, CR, async) DAT_QUEUE_EMPTY with the error class */
+  truth("evd_dequeue on an empty DTO EVD: DAT_QUEUE_EMPTY without the error class",
+        dat_evd_dequeue(dto_evd, &ev) == DAT_QUEUE_EMPTY);
+  truth("evd_dequeue on an empty connection EVD: DAT_QUEUE_EMPTY with the error class",
+        dat_evd_dequeue(conn_evd, &ev) == (DAT_RETURN)(DAT_CLASS_ERROR | DAT_QUEUE_EMPTY));
+  truth("evd_dequeue on the empty async EVD: DAT_QUEUE_EMPTY with the error class",
+        dat_evd_dequeue(async, &ev) == (DAT_RETURN)(DAT_CLASS_ERROR | DAT_QUEUE_EMPTY));
   expect("evd_wait times out", dat_evd_wait(conn_evd, 1000, 1, &ev, &nmore), DAT_TIMEOUT_EXPIRED);
   expect("evd_wait threshold 0", dat_evd_wait(conn_evd, 1000, 0, &ev, &nmore),
          DAT_INVALID_PARAMETER);
@@ -447,6 +571,20 @@ int main(int argc, char **argv) {
   expect("ep_create: a connection EVD as recv EVD",
          dat_ep_create(ia, pz, conn_evd, dto_evd, conn_evd, NULL, &bad_ep), DAT_INVALID_HANDLE);
   expect("ep_create", dat_ep_create(ia, pz, dto_evd, dto_evd, conn_evd, NULL, &ep), DAT_SUCCESS);
+  {
+    /* ep_attr NULL: libdaplofa's defaults (consumers such as dapltest copy them) */
+    DAT_EP_PARAM param;
+    expect("ep_query (ep_attr NULL)", dat_ep_query(ep, DAT_EP_FIELD_ALL, &param), DAT_SUCCESS);
+    truth("ep_attr NULL: RDMA read in/out 4/4",
+          param.ep_attr.max_rdma_read_in == 4 && param.ep_attr.max_rdma_read_out == 4);
+    truth("ep_attr NULL: 16 DTOs and 4 segments each way",
+          param.ep_attr.max_recv_dtos == 16 && param.ep_attr.max_request_dtos == 16 &&
+              param.ep_attr.max_recv_iov == 4 && param.ep_attr.max_request_iov == 4);
+    truth("ep_attr NULL: RC, message and RDMA sizes > 0",
+          param.ep_attr.service_type == DAT_SERVICE_TYPE_RC && param.ep_attr.max_message_size > 0 &&
+              param.ep_attr.max_rdma_size > 0 && param.ep_attr.max_rdma_read_iov > 0 &&
+              param.ep_attr.max_rdma_write_iov > 0);
+  }
   {
     DAT_HANDLE_TYPE type = DAT_HANDLE_TYPE_IA;
     DAT_CONTEXT ctx = {0}, back = {0};
@@ -811,6 +949,7 @@ int main(int argc, char **argv) {
          DAT_INVALID_HANDLE);
 
   data_path(ia, server_addr, port + 20);
+  big_qualifier(ia, server_addr);
 
   /* ---- IA close: graceful refuses while objects live; abrupt frees them */
   expect("ia_close graceful with objects", dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG),
@@ -848,6 +987,25 @@ int main(int argc, char **argv) {
          DAT_INVALID_HANDLE);
   expect("ia_close graceful (second IA, nothing left)", dat_ia_close(ia2, DAT_CLOSE_GRACEFUL_FLAG),
          DAT_SUCCESS);
+  /* every IA is closed: libdat2 called dat_provider_fini and dlclose; the next open must find
+   * the provider again (init registers it anew) */
+  async = DAT_HANDLE_NULL;
+  ia = DAT_HANDLE_NULL;
+  if (expect("ia_open again after the last ia_close", dat_ia_open(provider, 8, &async, &ia),
+             DAT_SUCCESS)) {
+    expect("ia_query (reopened IA)",
+           dat_ia_query(ia, NULL, DAT_IA_ALL, &ia_attr, DAT_PROVIDER_FIELD_ALL, &pr_attr),
+           DAT_SUCCESS);
+    async2 = DAT_HANDLE_NULL;
+    expect("ia_open (a second IA beside the reopened one)", dat_ia_open(provider, 8, &async2, &ia2),
+           DAT_SUCCESS);
+    expect("ia_close (second)", dat_ia_close(ia2, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
+    expect("ia_close (reopened IA)", dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
+    async = DAT_HANDLE_NULL;
+    ia = DAT_HANDLE_NULL;
+    expect("ia_open a third time", dat_ia_open(provider, 8, &async, &ia), DAT_SUCCESS);
+    expect("ia_close (third)", dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
+  }
 
 out:
   printf("checks: %d failed: %d\n", checks, failures);
