@@ -294,19 +294,23 @@ def _dapltest_server(provider, log):
     return server
 
 
+@pytest.mark.parametrize("service_point", ["psp", "rsp"])
 @pytest.mark.parametrize("which", PROVIDERS)
-def test_dapltest_transaction_with_rdma_read(kdat_module, rdma, kernel_log, which):
+def test_dapltest_transaction_with_rdma_read(kdat_module, rdma, kernel_log, which, service_point):
     """dapltest -T T sizes its buffers by ia_query's max_lmr_block_size (0 once: "buffer too
     large") and copies the attributes of an EP made with ep_attr NULL into its data EPs (RDMA
-    read 0/0 once: reads never completed).  SR, RDMA read and RDMA write each way."""
+    read 0/0 once: reads never completed).  SR, RDMA read and RDMA write each way.  With -r the
+    server listens on RSPs and accepts with a NULL EP: the RSP's EP (a user QP) must be made
+    ready before the accept (once both ends were ESTABLISHED and the first send never completed)."""
     provider = _provider(which)
+    rsp = ["-r"] if service_point == "rsp" else []
     env = dict(os.environ, DAT_OVERRIDE=DAT_CONF)
     addr = rdma["KDAT_TEST_ADDR"]
     with tempfile.TemporaryFile(mode="w+") as log:
         server = _dapltest_server(provider, log)
         try:
             c = subprocess.run(
-                ["dapltest", "-T", "T", "-s", addr, "-D", provider, "-i", "20",
+                ["dapltest", "-T", "T", "-s", addr, "-D", provider, "-i", "20", *rsp,
                  "client", "SR", "4096", "server", "SR", "4096", "client", "RR", "4096",
                  "server", "RR", "4096", "client", "RW", "4096", "server", "RW", "4096"],
                 env=env, cwd="/tmp", capture_output=True, text=True, timeout=DTEST_TIMEOUT * 2)
@@ -323,7 +327,7 @@ def test_dapltest_transaction_with_rdma_read(kdat_module, rdma, kernel_log, whic
     errors = [line for line in out.splitlines() + server_out.splitlines()
               if re.search(r"error|too large|fail", line, re.I)]
     ok = not errors and all(f"Total {what}" in out for what in ("Send", "RDMA Read", "RDMA Write"))
-    _record(f"dapltest -T T SR/RR/RW {provider}: "
+    _record(f"dapltest -T T {' '.join(rsp)} SR/RR/RW {provider}: "
             f"{'PASS' if ok else 'FAIL: ' + (errors[0] if errors else 'no totals')}")
     assert ok, f"dapltest -T T over {provider}:\n{out[-3000:]}\n--- server:\n{server_out[-2000:]}"
 

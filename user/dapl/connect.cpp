@@ -468,7 +468,13 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
     if (ep_handle == DAT_HANDLE_NULL) {
       // Only a request that names its EP (RSP, provider PSP) may be accepted without one.
       if (cr.ep == nullptr) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
-      cr.kernel.accept(data);
+      // An RSP's EP may have a user QP: it must reach RTR/RTS before the kernel accepts, as
+      // when the consumer names it (else both ends are ESTABLISHED and no DTO ever completes).
+      const auto named = share(cr.ep);
+      if (named && named->type == DAT_HANDLE_TYPE_EP && static_cast<Ep &>(*named).user)
+        static_cast<Ep &>(*named).user->accept(cr.kernel, data);
+      else
+        cr.kernel.accept(data);
     } else {
       auto &ep = lookup_as<Ep>(ep_handle, DAT_INVALID_HANDLE_EP);
       if (ep.ia != cr.ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
