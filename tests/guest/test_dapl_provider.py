@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from kdat_harness import REPO
+from kdat_harness.dapl import DAPL_DIR, DAT_CONF
+from kdat_harness.dapl import conf_entries as _conf_entries
+from kdat_harness.dapl import listens as _listens
+from kdat_harness.dapl import ofa_name as _ofa_name
 
-DAPL_DIR = os.path.join(REPO, "build", "user", "dapl")
-DAT_CONF = os.path.join(DAPL_DIR, "dat.conf")
 CHECK = os.path.join(DAPL_DIR, "dapl_provider_check")
 # The debug lane's kernel (KASAN, lockdep, kmemleak) is several times slower: fewer connections.
 COUNT = int(os.environ.get("KDAT_DTESTCM_COUNT",
@@ -28,53 +29,6 @@ COUNT = int(os.environ.get("KDAT_DTESTCM_COUNT",
 DEBUG_KERNEL = os.environ.get("KDAT_DEBUG_KERNEL") == "1"
 RUN_TIMEOUT = 120 if DEBUG_KERNEL else 300  # s, per program
 DTEST_TIMEOUT = 30  # s: dtest moves 10 small buffers; a run that stalls has failed
-
-
-def _conf_entries():
-    """{name: (library, ia_params)} of the generated dat.conf."""
-    if not os.path.exists(DAT_CONF):
-        pytest.fail(f"{DAT_CONF} is missing: build it with 'make'")
-    entries = {}
-    for line in open(DAT_CONF):
-        m = re.match(r'(\S+)\s+u2\.0\s+\S+\s+\S+\s+(\S+)\s+dapl\.2\.0\s+"([^"]*)"', line)
-        if m:
-            entries[m.group(1)] = (m.group(2), m.group(3))
-    return entries
-
-
-def _ofa_name():
-    names = [n for n, (lib, _) in _conf_entries().items() if lib.startswith("libdaplofa")]
-    assert names, f"no libdaplofa entry in {DAT_CONF}"
-    return names[0]
-
-
-def _listening_inodes():
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            next(f)
-            for line in f:
-                fields = line.split()
-                if fields[3] == "0A":  # TCP_LISTEN
-                    inodes.add(fields[9])
-    return inodes
-
-
-def _listens(pid):
-    """Does process `pid` have a listening TCP socket (the dapl tests' info exchange)?"""
-    inodes = _listening_inodes()
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except FileNotFoundError:
-        return False
-    for fd in fds:
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:[") and link[8:-1] in inodes:
-            return True
-    return False
 
 
 @dataclass

@@ -432,19 +432,22 @@ def test_kill_9_mid_connect_releases_the_module(kdat_module, rdma, black_hole, k
 
 # ---- an orphan the CM would keep for a minute ends within orphan_timeout_s ----------------------
 
-ORPHAN_TIMEOUT = "/sys/module/kdat/parameters/orphan_timeout_s"
+def _module_parameter(name, default, value):
+    """Sets kdat's parameter `name` (which must be at its default) to value; a generator for a
+    fixture, which puts the default back."""
+    path = f"/sys/module/kdat/parameters/{name}"
+    with open(path) as f:
+        assert f.read().strip() == str(default)
+    with open(path, "w") as f:
+        f.write(f"{value}\n")
+    yield value
+    with open(path, "w") as f:
+        f.write(f"{default}\n")
 
 
 @pytest.fixture
 def orphan_timeout_2s(kdat_module):
-    with open(ORPHAN_TIMEOUT) as f:
-        old = f.read().strip()
-    assert old == "30"
-    with open(ORPHAN_TIMEOUT, "w") as f:
-        f.write("2\n")
-    yield 2
-    with open(ORPHAN_TIMEOUT, "w") as f:
-        f.write(old + "\n")
+    yield from _module_parameter("orphan_timeout_s", 30, 2)
 
 
 def test_an_accepted_connection_whose_rtu_never_comes_ends_after_orphan_timeout_s(
@@ -454,18 +457,18 @@ def test_an_accepted_connection_whose_rtu_never_comes_ends_after_orphan_timeout_
     becomes an orphan (listed in /sys/class/misc/kdat/orphans) that kdat ends after 2 s with a
     REJ, which ends the requester's attempt too."""
     from test_uqp_abi import expect_connect_response, new_uqp
-    client, server = side(kdat_files()), side(kdat_files())
+    requester, acceptor = side(kdat_files()), side(kdat_files())
     port = next_port()
-    server.k.psp_create(server.ia, server.crevd, port)
-    cep = new_uqp(client.k, client, qp_num=0x4242)
-    client.k.ep_connect(cep, host_addr(), port, 120_000_000)
-    sep = server.ep()
-    server.k.cr_accept(wait_cr(server).cr, sep)
-    expect_connect_response(client.k, client.evd, cep)
-    assert server.k.ep_state(sep) == "COMPLETION_PENDING"
+    acceptor.k.psp_create(acceptor.ia, acceptor.crevd, port)
+    cep = new_uqp(requester.k, requester, qp_num=0x4242)
+    requester.k.ep_connect(cep, host_addr(), port, 120_000_000)
+    sep = acceptor.ep()
+    acceptor.k.cr_accept(wait_cr(acceptor).cr, sep)
+    expect_connect_response(requester.k, requester.evd, cep)
+    assert acceptor.k.ep_state(sep) == "COMPLETION_PENDING"
     t0 = time.monotonic()
     control = SleepControl(orphan_timeout_2s)
-    server.k.ep_free(sep)
+    acceptor.k.ep_free(sep)
     listed = guest.orphans()
     assert len(listed) == 1 and listed[0].startswith("rtu "), listed
     while guest.orphans() and time.monotonic() - t0 < 60:
@@ -475,25 +478,15 @@ def test_an_accepted_connection_whose_rtu_never_comes_ends_after_orphan_timeout_
     wheel = orphan_timeout_2s / 8
     assert orphan_timeout_2s <= took <= orphan_timeout_2s + wheel + allowed_lateness(
         control.lateness()), took
-    _assert_legal("ACTIVE_CONNECTION_PENDING", _events_until_terminal(client.k, client.evd))
+    _assert_legal("ACTIVE_CONNECTION_PENDING", _events_until_terminal(requester.k, requester.evd))
     assert any("abandoned connection" in line for line in kernel_log.new_lines())
 
 
 # ---- listener backlog exhaustion -----------------------------------------------------------------
 
-BACKLOG = "/sys/module/kdat/parameters/listen_backlog"
-
-
 @pytest.fixture
 def backlog_of_4(kdat_module):
-    with open(BACKLOG) as f:
-        old = f.read().strip()
-    assert old == "128"
-    with open(BACKLOG, "w") as f:
-        f.write("4\n")
-    yield 4
-    with open(BACKLOG, "w") as f:
-        f.write(old + "\n")
+    yield from _module_parameter("listen_backlog", 128, 4)
 
 
 def test_backlog_exhaustion_is_non_peer_rejected_and_the_listener_keeps_working(client, server,
