@@ -309,9 +309,6 @@ CASES = [
 # Cases kdat fails today where libdaplofa passes (first error line over kdat in the comment); each
 # is a strict xfail, so that the fix turns it into an XPASS failure and the mark must go.
 XFAIL_REASONS = {
-    # "Error: no user input and IB_MTU was not found in provider attr"
-    "dtestsrq-no-srq": "issue #20: ia_query names no DAT_IB_TRANSPORT_MTU attribute",
-    "dtestsrq-no-srq-2x2": "issue #20: ia_query names no DAT_IB_TRANSPORT_MTU attribute",
     # "ERROR: IB extension not supported"
     "dtestx": "issue #20: no IB extensions (RDMA write with immediate data, atomics)",
     "dtestx-counters": "issue #20: no IB extensions (RDMA write with immediate data, atomics)",

@@ -181,9 +181,12 @@ class VerbsDataPath final : public DataPath {
     // rdma_cm (hence kdat.ko) binds the IA's address to one port; RoCE and rxe devices have
     // port 1 only.  Without it the message size stays DAT's 2 GB.
     ibv_port_attr port{};
-    const std::uint32_t msg =
-        ibv_query_port(verbs_->context(), 1, &port) == 0 ? port.max_msg_sz : 1u << 31;
+    const bool port_known = ibv_query_port(verbs_->context(), 1, &port) == 0;
+    const std::uint32_t msg = port_known ? port.max_msg_sz : 1u << 31;
     DeviceLimits l;
+    // enum ibv_mtu: IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5
+    if (port_known && port.active_mtu >= IBV_MTU_256 && port.active_mtu <= IBV_MTU_4096)
+      l.active_mtu = 128u << port.active_mtu;
     l.max_mr_size = d.max_mr_size;
     l.max_qp = d.max_qp;
     l.max_qp_wr = d.max_qp_wr;

@@ -63,6 +63,7 @@ struct DeviceLimits {
   std::int32_t max_qp_rd_atom = 0;
   std::int32_t max_qp_init_rd_atom = 0;
   std::uint32_t max_msg_sz = 0;
+  std::uint32_t active_mtu = 0;  // bytes; 0: unknown
 };
 
 struct MemoryKeys {

@@ -198,7 +198,7 @@ void fill_ia_attr(const Ia &ia, const std::optional<DeviceLimits> &d, DAT_IA_ATT
   a.extension_supported = DAT_EXTENSION_NONE;
 }
 
-void fill_provider_attr(const Ia &ia, DAT_PROVIDER_ATTR &a) {
+void fill_provider_attr(Ia &ia, const std::optional<DeviceLimits> &d, DAT_PROVIDER_ATTR &a) {
   // DAT_PROVIDER_ATTR has a const array member: build it field by field in place.
   std::memset(static_cast<void *>(&a), 0, sizeof(a));
   copy_name(a.provider_name, "kdat");
@@ -228,9 +228,16 @@ void fill_provider_attr(const Ia &ia, DAT_PROVIDER_ATTR &a) {
   a.ha_loadbalancing = DAT_HA_LB_NONE;
   // Read by dtest (dapl2-utils 2.1), which runs its RDMA read and send/recv ping-pong phases
   // only for a provider that names RDMA read here.  The data path (user-owned RC QPs) has it.
-  static DAT_NAMED_ATTR specific[] = {{"DAT_IB_RDMA_READ", "TRUE"}};
-  a.num_provider_specific_attr = static_cast<DAT_COUNT>(std::size(specific));
-  a.provider_specific_attr = specific;
+  // DAT_IB_TRANSPORT_MTU (the port's active MTU in bytes, as libdaplofa names it) sizes
+  // dtestsrq's buffers when it is given no -b.
+  std::size_t n = 0;
+  ia.provider_specific[n++] = {"DAT_IB_RDMA_READ", "TRUE"};
+  if (d && d->active_mtu != 0) {
+    if (ia.transport_mtu.empty()) ia.transport_mtu = std::to_string(d->active_mtu);
+    ia.provider_specific[n++] = {"DAT_IB_TRANSPORT_MTU", ia.transport_mtu.c_str()};
+  }
+  a.num_provider_specific_attr = static_cast<DAT_COUNT>(n);
+  a.provider_specific_attr = ia.provider_specific.data();
 }
 
 DAT_RETURN ia_query(DAT_IA_HANDLE handle, DAT_EVD_HANDLE *async_evd, DAT_IA_ATTR_MASK ia_mask,
@@ -244,9 +251,13 @@ DAT_RETURN ia_query(DAT_IA_HANDLE handle, DAT_EVD_HANDLE *async_evd, DAT_IA_ATTR
       fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
     if (async_evd != nullptr)
       *async_evd = ia.async_evd != nullptr ? ia.async_evd->handle : DAT_HANDLE_NULL;
-    if (ia_attr != nullptr && ia_mask != 0)
-      fill_ia_attr(ia, ia.data_path->device_limits(), *ia_attr);
-    if (provider_attr != nullptr && provider_mask != 0) fill_provider_attr(ia, *provider_attr);
+    const auto limits =
+        (ia_attr != nullptr && ia_mask != 0) || (provider_attr != nullptr && provider_mask != 0)
+            ? ia.data_path->device_limits()
+            : std::nullopt;
+    if (ia_attr != nullptr && ia_mask != 0) fill_ia_attr(ia, limits, *ia_attr);
+    if (provider_attr != nullptr && provider_mask != 0)
+      fill_provider_attr(ia, limits, *provider_attr);
     return DAT_SUCCESS;
   });
 }

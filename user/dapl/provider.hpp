@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -217,6 +218,10 @@ struct Ia : Object {
   std::unordered_map<std::uint32_t, Ep *> eps;
   std::vector<Evd *> connecting_evds;  // the EVDs whose `connecting` is not 0
   std::unordered_map<std::uint32_t, Object *> service_points;
+  // ia_query's provider-specific attributes: the consumer keeps pointers into them while the
+  // IA is open, so they live here.
+  std::string transport_mtu;
+  std::array<DAT_NAMED_ATTR, 2> provider_specific{};
 };
 
 // Creates a child object of `ia`, publishes it, and returns it.
