@@ -18,7 +18,8 @@ server/client pair per case.  Every process runs under a timeout, a hung one is 
 fails), and nothing of dapl2-utils is left running after a case or the module.
 
 On the debug kernel (KDAT_DEBUG_KERNEL=1, several times slower) only the cases marked `debug=True`
-run, one or two per program, with longer timeouts."""
+run, with longer timeouts: those that test_dapl_provider.py (which runs on both kernels) does not
+already cover -- dapltest -T P and -T F, dtestsrq, dtestx."""
 import os
 import re
 import signal
@@ -242,7 +243,7 @@ DTESTX_PASS = ("IB extension test - immed/atomic test PASSED",)
 CASES = [
     # dapltest -T T: transactions; 10 iterations of each OP list
     _t("SR"),
-    _t("SR-V", "-V", debug=True),
+    _t("SR-V", "-V"),
     _t("RW", ops=("client", "RW", "4096", "server", "RW", "4096", *T_OPS)),
     _t("RW-V", "-V", ops=("client", "RW", "4096", "server", "RW", "4096")),
     _t("RR", ops=("client", "RR", "4096", "server", "RR", "4096", *T_OPS)),
@@ -268,13 +269,13 @@ CASES = [
     _p("RR-polling", "-m", "p", "RR", "4096"),
     _p("RW-pipeline-1", "-m", "p", "-p", "1", "RW", "65536", "2"),
     # dapltest -T L: each limit test, at most 100 objects
-    *[_limit(t, debug=(t == "limit_pz")) for t in (
+    *[_limit(t) for t in (
         "limit_ia", "limit_pz", "limit_cno", "limit_evd", "limit_ep", "limit_rsp", "limit_psp",
         "limit_lmr", "limit_rpost", "limit_size_lmr")],
     # dapltest -T F: each feature Debian's dapltest implements, all its cases
     *[_fft(f, debug=(f == "pz")) for f in FFT_FEATURES],
     # dtest: private data, RMR exchange, RDMA write, RDMA read, send/recv ping-pong, disconnect
-    _dtest("", debug=True),
+    _dtest(""),
     _dtest("-polling", "-p"),
     _dtest("-cno", "-c"),
     _dtest("-times", "-t"),
@@ -284,7 +285,7 @@ CASES = [
     _dtest("-unidirectional", "-u"),
     _dtest("-verbose", "-v"),
     # dtestcm: connection setup and teardown rate
-    _dtestcm("", 50, 22100, debug=True),
+    _dtestcm("", 50, 22100),
     _dtestcm("-wait", 50, 22110, "-w"),
     _dtestcm("-multi-psp-wait", 40, 22120, "-m", "-b", "10", "-w"),
     Case("dtestcm-ud", "dtestcm", "pair", ("-v", "-u", "-c", "4", "-p", "22140"),
