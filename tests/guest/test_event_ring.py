@@ -14,7 +14,7 @@ from kdat_harness.dat import (DAT, EVENT_VALUE, Kdat, client, host_addr, is_succ
                               kdat_files, next_port, server, side, status_name)
 from kdat_harness.guest import UAPI, errno
 from kdat_harness.shared import (MAP_SHARED, PAGE, PROT_READ, PROT_WRITE, Mapping, ring_map_size)
-from kdat_harness.timing import SleepControl, allowed_lateness, assert_on_time, assert_prompt
+from kdat_harness.timing import allowed_lateness, assert_prompt, judge_on_time
 
 C = UAPI.consts
 T = 5_000_000
@@ -271,22 +271,28 @@ def test_ring_wait_times_out_in_about_the_time_asked(kd, ia):
     evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
     with kd.evd_ring(evd) as ring:
         for timeout_us in (200_000, 600_000, 3_000_000):
+            def attempt(start):
+                t0 = time.monotonic()
+                start()
+                r = ring.wait(1, timeout_us)
+                dt = time.monotonic() - t0
+                assert is_type(r.status, "DAT_TIMEOUT_EXPIRED"), status_name(r.status)
+                assert r.available == 0
+                return dt
+
+            judge_on_time(attempt, timeout_us / 1e6, what="RING_WAIT's timeout")
+        # 0: just refill, no wait -- as quick as a call that never waits (ia_query); the fastest
+        # of five each, so that one lost time slice does not decide
+        took, plain = [], []
+        for _ in range(5):
             t0 = time.monotonic()
-            control = SleepControl(timeout_us / 1e6)
-            r = ring.wait(1, timeout_us)
-            dt = time.monotonic() - t0
-            assert is_type(r.status, "DAT_TIMEOUT_EXPIRED"), status_name(r.status)
-            assert r.available == 0
-            assert_on_time(dt, timeout_us / 1e6, control.lateness())
-        # 0: just refill, no wait -- as quick as a call that never waits (ia_query) beside it
-        t0 = time.monotonic()
-        r = ring.wait(1, 0)
-        took = time.monotonic() - t0
-        t0 = time.monotonic()
-        kd.ia_query(ia)
-        plain = time.monotonic() - t0
-        assert is_type(r.status, "DAT_TIMEOUT_EXPIRED")
-        assert took <= allowed_lateness(plain), (took, plain)
+            r = ring.wait(1, 0)
+            took.append(time.monotonic() - t0)
+            assert is_type(r.status, "DAT_TIMEOUT_EXPIRED")
+            t0 = time.monotonic()
+            kd.ia_query(ia)
+            plain.append(time.monotonic() - t0)
+        assert min(took) <= allowed_lateness(min(plain)), (took, plain)
 
 
 def test_ring_wait_threshold_and_it_takes_nothing(kd, ia):

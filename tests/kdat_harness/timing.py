@@ -68,3 +68,33 @@ def assert_prompt(took, waited, what="the call"):
     """A call that must not wait: it took less than half of the wait it was given (the wait is
     chosen long enough, seconds, that no load stretches a prompt return that far)."""
     assert took < waited / 2, f"{what} took {took:.3f} s: it waited (for up to {waited} s)"
+
+
+def judge_on_time(attempt, asked, attempts=3, what="the timeout", controls=4):
+    """Runs attempt(start) up to `attempts` times; attempt calls start() at the moment its
+    operation begins (that starts `controls` plain sleeps of `asked` beside it) and returns how long
+    the operation took (a number, or a list of them for several timers started together).
+
+    Never early is checked on every attempt: one early end fails at once. Lateness is judged per
+    attempt against that attempt's control, and one attempt within the allowance passes: a single
+    wake-up on a loaded guest can lose its vCPU for longer than the sleeps beside it did, but a
+    timer that is late by design is late every time."""
+    report = []
+    for _ in range(attempts):
+        box = {}
+
+        def start():
+            box["control"] = SleepControl(asked, count=controls)
+
+        took = attempt(start)
+        took = list(took) if isinstance(took, (list, tuple)) else [took]
+        assert "control" in box, "attempt() never called start()"
+        late = box["control"].lateness()
+        for t in took:
+            assert t >= asked, f"{what} ended early: after {t:.4f} s of {asked} s"
+        worst = max(took) - asked
+        if worst <= allowed_lateness(late):
+            return
+        report.append(f"{worst:.3f} s late, control {late:.3f} s late "
+                      f"(allowed {allowed_lateness(late):.3f} s)")
+    raise AssertionError(f"{what} came late in all {attempts} attempts: " + "; ".join(report))
