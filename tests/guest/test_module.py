@@ -64,3 +64,29 @@ def test_user_library_sees_the_module(dev):
     kdatctl = os.path.join(os.environ["KDAT_REPO"], "build", "user", "kdatctl")
     r = guest.run(kdatctl, "version")
     assert f"kdat ABI {UAPI.consts['KDAT_ABI_VERSION']}, DAT 2.0" in r.stdout
+
+
+def test_the_kernel_log_fixture_sees_new_lines_after_the_log_buffer_wrapped(kernel_log):
+    """The kernel_log fixture is how tests see kdat's messages and reports: once the log buffer is
+    full (a long session), old records drop out as new ones come, and it must still find the new
+    ones (it once counted lines, and saw nothing after the buffer filled)."""
+    with open("/proc/sys/kernel/printk_devkmsg") as f:
+        old = f.read().strip()
+    with open("/proc/sys/kernel/printk_devkmsg", "w") as f:
+        f.write("on\n")       # no rate limit for our own writes
+    try:
+        filler = "kdat-test: filling the kernel log buffer " + "x" * 200
+        before = guest.KernelLog()
+        with open("/dev/kmsg", "w") as kmsg:
+            for i in range(8192):            # 2 MB: several times the guest's log buffer
+                kmsg.write(f"{filler} {i}\n")
+                kmsg.flush()
+        assert not any(f"{filler} 0" == line for line in before.new_lines()), \
+            "the buffer did not wrap: the test proves nothing"
+        marker = guest.KernelLog()
+        with open("/dev/kmsg", "w") as kmsg:
+            kmsg.write("kdat-test: the marker after the wrap\n")
+        assert marker.new_lines() == ["kdat-test: the marker after the wrap"]
+    finally:
+        with open("/proc/sys/kernel/printk_devkmsg", "w") as f:
+            f.write(old + "\n")

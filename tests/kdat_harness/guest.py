@@ -59,18 +59,39 @@ def rdma_up(netns=0):
     return env
 
 
+def _kmsg_records():
+    """[(sequence number, message)] of the kernel log buffer, from /dev/kmsg."""
+    records = []
+    fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        while True:
+            try:
+                data = os.read(fd, 16384)
+            except BlockingIOError:
+                break
+            except BrokenPipeError:
+                continue        # records overwritten while we read: go on with the next
+            if not data:
+                break
+            head, _, text = data.decode(errors="replace").partition(";")
+            records.append((int(head.split(",")[1]), text.split("\n", 1)[0]))
+    finally:
+        os.close(fd)
+    return records
+
+
 class KernelLog:
-    """Remembers where the kernel log stood, to look only at what came after."""
+    """Remembers where the kernel log stood, to look only at what came after.  By the records'
+    sequence numbers (/dev/kmsg), not by counting lines: once the log buffer is full, old lines
+    drop out as new ones come, and a line count stops growing (a test then saw none of its own
+    messages)."""
 
     def __init__(self):
-        self.start = len(self.read())
-
-    @staticmethod
-    def read():
-        return run("dmesg").stdout.splitlines()
+        records = _kmsg_records()
+        self.start = records[-1][0] if records else -1
 
     def new_lines(self):
-        return self.read()[self.start:]
+        return [text for seq, text in _kmsg_records() if seq > self.start]
 
     def reports(self):
         return [line for line in self.new_lines() if _REPORT_RE.search(line)]
