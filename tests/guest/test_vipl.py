@@ -11,7 +11,7 @@ import time
 import pytest
 
 from kdat_harness import REPO
-from kdat_harness.timing import SleepControl, allowed_lateness, assert_prompt
+from kdat_harness.timing import assert_prompt
 
 BUILD = os.path.join(REPO, "build", "user", "vipl")
 GTEST = os.path.join(BUILD, "vipl_guest_tests")
@@ -140,20 +140,16 @@ def test_two_processes_no_match_then_the_right_discriminator(env):
 
 
 def test_two_processes_server_down_is_timeout_after_the_timeout(env):
+    """The command-line client gets VIP_TIMEOUT, never before its 1.5 s.  How late is judged in
+    process, where the timeout's own start and end are seen (vipl_test.cpp, guest::on_time): around
+    a whole process the exit's teardown of a connect still resolving an address (0.5-0.7 s here)
+    counts too, and no control beside it has that."""
     netdev, addr = env
-    """Measured around the whole process, so its start-up counts too: judged against the
-    start-up of the same program (a usage error) and a plain 1.5 s sleep, both beside it."""
     t0 = time.monotonic()
-    control = SleepControl(1.5)
     rc, c, cout = _finish(_start("client", netdev, SILENT_HOST, "s", "c", 1500))
     dt = time.monotonic() - t0
     assert rc == VIP["VIP_TIMEOUT"], cout
-    t0 = time.monotonic()
-    assert _finish(_start())[0] == 2
-    startup = time.monotonic() - t0
     assert dt >= 1.5, f"VIP_TIMEOUT after {dt:.3f} s of 1.5 s"
-    late = dt - startup - 1.5
-    assert late <= allowed_lateness(control.lateness()), (dt, startup, control.lateness())
 
 
 def test_two_processes_peer_connection(env):
