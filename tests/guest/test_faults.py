@@ -388,6 +388,7 @@ STAGES = ["address", "route_and_request", "request_unanswered", "just_timed_out"
 
 
 def _module_released(before):
+    """The refcount is back to `before`, no orphan is left, and kdat unloads (then loads again)."""
     deadline = time.monotonic() + RELEASE_S
     while guest.refcnt() != before and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -395,6 +396,9 @@ def _module_released(before):
         f"kdat's refcount stayed {guest.refcnt()} (was {before}) {RELEASE_S} s after the close:\n"
         f"{guest.who_keeps_kdat_loaded()}")
     assert guest.orphans() == [], "an active connect must not leave an orphan"
+    r = guest.unload_module()
+    assert r.returncode == 0, f"{r.stderr}\n{guest.who_keeps_kdat_loaded()}"
+    guest.load_module()
 
 
 @pytest.mark.parametrize("stage", STAGES)
@@ -408,9 +412,6 @@ def test_closing_the_file_mid_connect_releases_the_module(kdat_module, rdma, bla
     finally:
         k.close()
     _module_released(before)
-    r = guest.unload_module()
-    assert r.returncode == 0, f"{r.stderr}\n{guest.who_keeps_kdat_loaded()}"
-    guest.load_module()
 
 
 @pytest.mark.parametrize("stage", ["address", "route_and_request", "request_unanswered"])
@@ -428,9 +429,6 @@ def test_kill_9_mid_connect_releases_the_module(kdat_module, rdma, black_hole, k
     finally:
         a.kill()
     _module_released(before)
-    r = guest.unload_module()
-    assert r.returncode == 0, f"{r.stderr}\n{guest.who_keeps_kdat_loaded()}"
-    guest.load_module()
 
 
 # ---- an orphan the CM would keep for a minute ends within orphan_timeout_s ----------------------
