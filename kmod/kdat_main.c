@@ -88,6 +88,9 @@ static int __init kdat_init(void)
 {
 	int ret;
 
+	ret = kdat_ioctl_init();
+	if (ret)
+		return ret;
 	kdat_wq = alloc_workqueue("kdat", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
 	if (!kdat_wq)
 		return -ENOMEM;

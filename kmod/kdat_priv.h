@@ -376,8 +376,12 @@ void kdat_ep_send_dreq(struct kdat_ep *ep);
 bool kdat_ep_graceful_ready(struct kdat_ep *ep);
 void kdat_ia_free_memory(struct kdat_ia *ia);
 
-/* kdat_ioctl.c */
-long kdat_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
+/* kdat_uapi.c: conversions to and from include/uapi/kdat.h */
 void kdat_addr_out(struct kdat_addr *out, const struct sockaddr *sa);
+int kdat_addr_in(struct sockaddr_storage *ss, const struct kdat_addr *in);
+
+/* kdat_ioctl.c */
+int kdat_ioctl_init(void);
+long kdat_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
 
 #endif /* KDAT_PRIV_H */

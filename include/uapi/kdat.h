@@ -2,16 +2,25 @@
 /*
  * kdat userspace ABI: ioctls of /dev/kdat.
  *
- * Every command takes one fixed-size struct whose first field is its size in
- * bytes, set by the caller.  The kernel fails the ioctl itself only when it
- * cannot take the request in:
+ * Every command takes one struct whose first field is its size in bytes, set
+ * by the caller; the size in the ioctl number (_IOC_SIZE) is the same.  A
+ * struct grows only at its end: the kernel takes any size from the one the
+ * command was added with (KDAT_COMMANDS below) up, reads a shorter (older)
+ * struct as if its missing tail were zero, accepts a longer (newer) one only
+ * if the bytes it does not know are zero, and writes back no more than the
+ * caller's size.  The kernel fails the ioctl itself only when it cannot take
+ * the request in:
  *   EFAULT  the struct cannot be read or written,
- *   EINVAL  size is not the size of this struct, or a reserved field is not 0,
- *   ENOTTY  unknown command.
+ *   EINVAL  size is below the command's first size or differs from the size
+ *           in the ioctl number, or a reserved field is not 0,
+ *   E2BIG   a longer struct than this kernel knows has a non-zero tail,
+ *   ENOTTY  unknown command (magic, number or direction).
  * Otherwise the ioctl returns 0 and the DAT result (a DAT_RETURN: class, type
  * and subtype as in dat_error.h, see kdat_dat.h) is in the struct's status
- * field, followed by any output fields.  So structs can only grow at the end,
- * with a new size, and every DAT error reaches userspace with its subtype.
+ * field, followed by any output fields (defined only when status is
+ * DAT_SUCCESS), and every DAT error reaches userspace with its subtype.  A
+ * command is all or nothing: when it fails with an errno, or its result
+ * cannot be written back, the file is as it was before the call.
  *
  * Handles are per-open-file numbers, never kernel pointers; 0 is never a
  * valid handle ("DAT_HANDLE_NULL").  A handle is (generation << 16) | slot:
@@ -764,5 +773,7 @@ struct kdat_uqp_establish {
 #define KDAT_IOC_UQP_CREATE	_IOWR(KDAT_IOC_MAGIC, 0x60, struct kdat_uqp_create)
 #define KDAT_IOC_UQP_ATTR	_IOWR(KDAT_IOC_MAGIC, 0x61, struct kdat_uqp_attr)
 #define KDAT_IOC_UQP_ESTABLISH	_IOWR(KDAT_IOC_MAGIC, 0x62, struct kdat_uqp_establish)
+
+#include "kdat_commands.h"
 
 #endif /* _UAPI_KDAT_H */

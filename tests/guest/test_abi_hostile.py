@@ -32,18 +32,26 @@ def test_wrong_size_field_is_einval(kd, cmd, delta):
     assert kd.ioctl_errno(cmd, s) == errno.EINVAL
 
 
-def _reserved_fields(cmd):
-    return [f for f, _ in UAPI.structs[COMMANDS[cmd][0]]._fields_ if f == "reserved"]
+def _field(s, dotted):
+    """(the struct holding a dotted field, its last name)"""
+    *path, last = dotted.split(".")
+    for p in path:
+        s = getattr(s, p)
+    return s, last
 
 
-@pytest.mark.parametrize("cmd", [c for c in ALL if _reserved_fields(c)])
-def test_reserved_field_set_is_einval(kd, cmd):
+ZERO_FIELDS = [(c, f) for c in ALL for f in UAPI.commands[c].zeros]
+
+
+@pytest.mark.parametrize("cmd,fld", ZERO_FIELDS)
+def test_reserved_field_set_is_einval(kd, cmd, fld):
     s = Kdat.new(cmd)
-    r = getattr(s, "reserved")
+    holder, name = _field(s, fld)
+    r = getattr(holder, name)
     if isinstance(r, ctypes.Array):
         r[len(r) - 1] = 1
     else:
-        s.reserved = 1 << 31
+        setattr(holder, name, 1 << 31)     # every scalar reserved field is a __u32
     assert kd.ioctl_errno(cmd, s) == errno.EINVAL
 
 
@@ -70,29 +78,76 @@ def test_unknown_commands_are_enotty(kd):
     nr = ia_open & 0xFF
     cases = [_ioc(3, size, 0xFE), _ioc(3, size, 0x05), _ioc(3, size, 0x44),
              _ioc(3, size, nr, magic=0xDB),                   # another magic
-             _ioc(3, size + 8, nr), _ioc(3, size - 8, nr),    # the size encoded in the number
              _ioc(1, size, nr), _ioc(2, size, nr), _ioc(0, 0, nr)]  # the direction
     for cmd in cases:
         assert cmd not in known
         assert kd.ioctl_errno(cmd, Kdat.new("ia_open", name="kdat0")) == errno.ENOTTY, hex(cmd)
 
 
+# ---- structs that grow: older (shorter) and newer (longer) callers ------------------------------
+
+def _grown(cmd, extra, tail=b"", **fields):
+    """The command's struct followed by `extra` more bytes (tail, then zeros), size set to the
+    whole; and the ioctl number that encodes that size."""
+    s = Kdat.new(cmd, **fields)
+    n = ctypes.sizeof(s) + extra
+    s.size = n
+    raw = bytes(s) + tail + bytes(extra - len(tail))
+    cls = type("grown_" + cmd, (ctypes.Structure,),
+               {"_fields_": [("s", type(s)), ("tail", ctypes.c_uint8 * extra)]})
+    number = _ioc(3, n, UAPI.ioctls[COMMANDS[cmd][1]] & 0xFF)
+    return cls.from_buffer_copy(raw), number
+
+
+@pytest.mark.parametrize("delta", [-8, 8])
+@pytest.mark.parametrize("cmd", ALL)
+def test_a_size_in_the_number_unlike_the_size_word_is_einval(kd, cmd, delta):
+    s = Kdat.new(cmd)
+    number = _ioc(3, ctypes.sizeof(s) + delta, UAPI.ioctls[COMMANDS[cmd][1]] & 0xFF)
+    assert kd.ioctl_errno(number, s) == errno.EINVAL
+
+
+@pytest.mark.parametrize("cmd", ALL)
+def test_a_struct_shorter_than_the_commands_first_is_einval(kd, cmd):
+    c = UAPI.commands[cmd]
+    first = UAPI.offsetofend(c.struct, c.first)
+    s, number = _grown(cmd, 8)
+    raw = bytes(s)[:first - 4]
+    cls = ctypes.c_uint8 * len(raw)
+    buf = cls.from_buffer_copy(raw)
+    ctypes.c_uint32.from_buffer(buf).value = len(raw)
+    assert kd.ioctl_errno(_ioc(3, len(raw), number & 0xFF), buf) == errno.EINVAL
+
+
+@pytest.mark.parametrize("cmd", ALL)
+def test_a_longer_struct_with_a_nonzero_tail_is_e2big_and_does_nothing(kd, rdma, cmd):
+    ia = kd.ia_open(host_addr())
+    live = _live(kd)
+    fields = {"ia": ia} if "ia" in HANDLE_FIELDS.get(cmd, {}) else {}
+    s, number = _grown(cmd, 16, tail=b"\0" * 11 + b"\x01", **fields)
+    assert kd.ioctl_errno(number, s) == errno.E2BIG
+    assert _live(kd) == live
+
+
+def test_a_longer_struct_with_a_zero_tail_works_and_its_tail_is_left_alone(kd, rdma):
+    """A newer program's struct: the kernel does the work, writes back only what it knows."""
+    v, number = _grown("version", 24)
+    r = kd.ioctl(number, v)
+    assert r.s.abi_version == C["KDAT_ABI_VERSION"] and r.s.size == ctypes.sizeof(v)
+    assert bytes(r.tail) == bytes(24)
+    live = _live(kd)
+    o, number = _grown("ia_open", 8, name=host_addr())
+    r = kd.ioctl(number, o)
+    assert r.s.status == 0 and r.s.ia != 0
+    assert _live(kd) == live + 1
+    assert kd.ia_query(r.s.ia).device_name.startswith("rxe")
+
+
 # ---- bad handles: a DAT status -----------------------------------------------------------------
 
-# Which handle type each handle field of each command takes.
-HANDLE_FIELDS = {
-    "ia_close": {"ia": "ia"}, "ia_query": {"ia": "ia"}, "evd_create": {"ia": "ia"},
-    "evd_free": {"evd": "evd"}, "evd_wait": {"evd": "evd"}, "evd_dequeue": {"evd": "evd"},
-    "ep_create": {"ia": "ia", "connect_evd": "evd", "request_evd": "evd", "recv_evd": "evd"},
-    "ep_free": {"ep": "ep"}, "ep_query": {"ep": "ep"}, "ep_modify": {"ep": "ep"}, "ep_reset": {"ep": "ep"},
-    "ep_connect": {"ep": "ep"}, "ep_dup_connect": {"ep": "ep", "dup_ep": "ep"},
-    "ep_disconnect": {"ep": "ep"}, "psp_create": {"ia": "ia", "evd": "evd"}, "psp_free": {"psp": "psp"},
-    "psp_query": {"psp": "psp"}, "rsp_create": {"ia": "ia", "ep": "ep", "evd": "evd"},
-    "rsp_free": {"rsp": "rsp"}, "cr_query": {"cr": "cr"}, "cr_accept": {"cr": "cr", "ep": "ep"},
-    "cr_reject": {"cr": "cr"},
-    "uqp_create": {"ia": "ia", "connect_evd": "evd"}, "uqp_attr": {"ep": "ep", "cr": "cr"},
-    "uqp_establish": {"ep": "ep"},
-}
+# Which handle type each handle field of each command takes: the kernel's own list.
+HANDLE_FIELDS = {c: {h.field: h.type for h in cmd.handles}
+                 for c, cmd in UAPI.commands.items() if cmd.handles}
 
 
 @pytest.fixture
@@ -129,7 +184,8 @@ def ctx(kd, rdma):
         "ia_close": {"ia": s.ia}, "ia_query": {"ia": s.ia},
         "evd_create": {"ia": s.ia, "qlen": 4, "flags": Kdat.EVD_ALL},
         "evd_free": {"evd": s.evd}, "evd_wait": {"evd": s.evd, "timeout_us": 1000, "threshold": 1},
-        "evd_dequeue": {"evd": s.evd},
+        "evd_dequeue": {"evd": s.evd}, "evd_ring": {"evd": s.evd},
+        "evd_ring_wait": {"evd": s.evd, "timeout_us": 1000, "threshold": 1},
         "ep_create": {"ia": s.ia, "connect_evd": s.evd},
         "ep_free": {"ep": ep}, "ep_query": {"ep": ep}, "ep_modify": {"ep": ep, "mask": 0},
         "ep_reset": {"ep": ep},
@@ -307,3 +363,84 @@ def test_an_evd_ring_whose_argument_cannot_be_written_back_leaves_the_evd_as_it_
         arg.close()
     with kd.evd_ring(evd) as ring:       # still an EVD without a ring: this one succeeds
         assert ring.entries >= 8
+
+
+# A create whose handle cannot be written back after the work is undone: another thread flips the
+# argument's page read-only and back while the command runs.  A fault before the work (the
+# write-back check) writes no record; one after it (the copy-out) writes the create's and the
+# undo's, so the table's update counter tells the two apart.
+_CREATES = {
+    "ia_open": ("ia", lambda k, s, port: {"name": host_addr()}, lambda k, h: k.ia_close(h)),
+    "evd_create": ("evd", lambda k, s, port: {"ia": s.ia, "qlen": 4, "flags": Kdat.EVD_CONNECTION},
+                   lambda k, h: k.evd_free(h)),
+    "ep_create": ("ep", lambda k, s, port: {"ia": s.ia, "connect_evd": s.evd},
+                  lambda k, h: k.ep_free(h)),
+    "psp_create": ("psp", lambda k, s, port: {"ia": s.ia, "evd": s.crevd, "conn_qual": port},
+                   lambda k, h: k.psp_free(h)),
+}
+
+
+@pytest.mark.parametrize("cmd", sorted(_CREATES))
+def test_a_create_whose_handle_cannot_be_copied_out_is_undone(kd, rdma, cmd):
+    import mmap
+    import threading
+    import time
+    out, make, free = _CREATES[cmd]
+    s = side(kd)
+    port = next_port()
+    req = Kdat.new(cmd, **make(kd, s, port))
+    size = ctypes.sizeof(req)
+    number = UAPI.ioctls[COMMANDS[cmd][1]]
+
+    def updates():
+        with kd.table() as t:
+            return t.header().updates
+
+    # what one create and its free write, with nobody flipping anything
+    per_success = set()
+    for _ in range(3):
+        before = updates()
+        free(kd, getattr(kd.do(cmd, **make(kd, s, port)), out))
+        per_success.add(updates() - before)
+    assert len(per_success) == 1, per_success
+    per_success = per_success.pop()
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
+    mem = mmap.mmap(-1, mmap.PAGESIZE)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(mem))
+    ctypes.memmove(base, bytes(req), size)     # written once: the kernel writes back what it read
+    stop = threading.Event()
+
+    def flipper():
+        while not stop.is_set():
+            libc.mprotect(base, mmap.PAGESIZE, mmap.PROT_READ)
+            libc.mprotect(base, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_WRITE)
+
+    live, start = _live(kd), updates()
+    successes = faults = undone = attempts = 0
+    t = threading.Thread(target=flipper)
+    t.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (attempts < 300 or undone == 0):
+            attempts += 1
+            if libc.ioctl(kd.fd, number, base) == 0:
+                r = type(req).from_buffer_copy(ctypes.string_at(base, size))
+                assert r.status == 0, hex(r.status)
+                successes += 1
+                free(kd, getattr(r, out))
+            else:
+                assert ctypes.get_errno() == errno.EFAULT
+                faults += 1
+            undone_writes = updates() - start - successes * per_success
+            assert undone_writes >= 0
+            undone = undone_writes // per_success
+    finally:
+        stop.set()
+        t.join()
+        libc.mprotect(base, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_WRITE)
+    assert _live(kd) == live, "a create that failed with EFAULT left an object behind"
+    assert undone > 0, f"no fault came after the work in {attempts} attempts ({faults} faults)"
+    assert successes > 0 and faults >= undone

@@ -68,3 +68,36 @@ def test_dat_mirror_is_what_the_generator_prints():
                          capture_output=True, text=True).stdout
     with open(os.path.join(INCLUDE, "uapi", "kdat_dat.h")) as f:
         assert f.read() == gen, "include/uapi/kdat_dat.h is stale: run scripts/gen-dat-mirror"
+
+
+# ---- the command list (include/uapi/kdat_commands.h) ---------------------------------------------
+
+def test_the_command_list_names_every_ioctl_once():
+    assert sorted(c.name for c in U.commands.values()) == sorted(U.ioctls)
+    for short, c in U.commands.items():
+        assert c.struct in U.structs, short
+        assert U.ioctls[c.name] >> 16 & 0x3FFF == ctypes.sizeof(U.structs[c.struct]), short
+
+
+def test_the_command_list_names_real_fields():
+    types = {"ia", "evd", "ep", "psp", "rsp", "cr"}
+    for short, c in U.commands.items():
+        cls = U.structs[c.struct]
+        assert U.offsetofend(c.struct, c.first) <= ctypes.sizeof(cls), short
+        for h in c.handles:
+            assert h.type in types, (short, h)
+            assert dict(cls._fields_)[h.field] is ctypes.c_uint32, (short, h)
+        if c.handles:
+            assert cls.status.offset == 4, short
+        for z in c.zeros:
+            U.offsetofend(c.struct, z)      # raises if there is no such field
+
+
+def test_every_field_named_reserved_is_in_the_command_list():
+    """A reserved input the list leaves out would be ignored by the kernel, not refused.  (A
+    nested attr.reserved is an input only where attr is: ep_create, ep_modify, uqp_create.)"""
+    for short, c in U.commands.items():
+        if "reserved" in dict(U.structs[c.struct]._fields_):
+            assert "reserved" in c.zeros, short
+    assert {s for s, c in U.commands.items() if "attr.reserved" in c.zeros} == \
+        {"ep_create", "ep_modify", "uqp_create"}

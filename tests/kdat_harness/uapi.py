@@ -1,5 +1,8 @@
 """ctypes mirrors of include/uapi/kdat.h, built by parsing the header (never retyped).
 
+The command list (include/uapi/kdat_commands.h, KDAT_COMMANDS) is read too: commands maps each
+command's short name (ia_open) to its Command: struct, first size, handle fields and zero fields.
+
 The header keeps to a subset this parser understands: #define NAME <int or known name>, structs
 of __u8/__u16/__u32/__u64/__s32/__s64/char fields, fixed arrays and nested kdat structs, and ioctl
 numbers made with _IO/_IOR/_IOW/_IOWR.  tests/host checks every struct's size and offsets against
@@ -19,6 +22,31 @@ import re
 from . import INCLUDE
 
 UAPI_H = os.path.join(INCLUDE, "uapi", "kdat.h")
+COMMANDS_H = os.path.join(INCLUDE, "uapi", "kdat_commands.h")
+
+
+class Handle:
+    """A handle field the kernel resolves before a command runs."""
+
+    def __init__(self, field, type, use, subtype):
+        self.field, self.type, self.optional, self.subtype = field, type.lower(), use == "OPTIONAL", subtype
+
+    def __repr__(self):
+        return f"Handle({self.field}, {self.type}, {'optional' if self.optional else 'required'})"
+
+
+class Command:
+    """One entry of KDAT_COMMANDS: ioctl name, struct, the field that ended its first version,
+    handles (in the order the kernel resolves them) and reserved fields that must be zero."""
+
+    def __init__(self, name, short, first):
+        self.name, self.short, self.first = "KDAT_IOC_" + name, short, first
+        self.struct = "kdat_" + short
+        self.handles = []
+        self.zeros = []
+
+    def __repr__(self):
+        return f"Command({self.short}, handles={self.handles}, zeros={self.zeros})"
 
 _SCALARS = {
     "__u8": ctypes.c_uint8, "__u16": ctypes.c_uint16, "__u32": ctypes.c_uint32,
@@ -49,12 +77,38 @@ class Uapi:
             self.structs[m.group(1)] = self._make_struct(m.group(1), m.group(2))
         self.macros = {}
         self._parse_expressions(text)
+        self.commands = self._parse_commands(_strip_comments(open(COMMANDS_H).read()))
         for m in re.finditer(r"#define\s+(\w+)\s+(_IO\w*)\(\s*(\w+)\s*,\s*(\w+)\s*(?:,\s*struct\s+(\w+))?\s*\)",
                              text):
             name, macro, typ, nr, sname = m.groups()
             size = ctypes.sizeof(self.structs[sname]) if sname else 0
             self.ioctls[name] = ((_IOC_DIR[macro] << 30) | (size << 16) |
                                  (self.value(typ) << 8) | self.value(nr))
+
+    def _parse_commands(self, text):
+        body = re.sub(r"\\\n", " ", text)
+        m = re.search(r"#define\s+KDAT_COMMANDS\(\s*CMD\s*,\s*HANDLE\s*,\s*ZERO\s*\)(.*)", body)
+        if not m:
+            raise ValueError("kdat_commands.h: no KDAT_COMMANDS(CMD, HANDLE, ZERO) list")
+        commands = {}
+        for kind, args in re.findall(r"\b(CMD|HANDLE|ZERO)\(([^()]*)\)", m.group(1)):
+            a = [x.strip() for x in args.split(",")]
+            if kind == "CMD":
+                commands[a[1]] = Command(*a)
+            elif kind == "HANDLE":
+                commands[a[0]].handles.append(Handle(*a[1:]))
+            else:
+                commands[a[0]].zeros.append(a[1])
+        return commands
+
+    def offsetofend(self, struct_name, dotted):
+        """offsetof + sizeof of a (possibly nested, a.b) field of a parsed struct."""
+        cls, off = self.structs[struct_name], 0
+        for part in dotted.split("."):
+            f = getattr(cls, part)
+            off += f.offset
+            cls = dict(cls._fields_)[part]
+        return off + ctypes.sizeof(cls)
 
     def value(self, token):
         token = token.strip()

@@ -107,6 +107,7 @@ bool errno_documented(int e) {
     case EINVAL:  // size field, reserved bits, bad mmap offset/length
     case ENOTTY:  // unknown command
     case EFAULT:  // unreadable or unwritable argument
+    case E2BIG:   // a longer struct than the kernel knows, with a non-zero tail
     case EBADF:   // the closer thread closed the fd under us
     case EINTR:   // a signal ended an infinite wait
     case ENOMEM:
@@ -291,6 +292,34 @@ struct Cmd {
   unsigned weight;
 };
 
+// The kernel's own command list (uapi/kdat_commands.h): which fields are handles, of which kind,
+// and which must be zero.
+struct HandleField {
+  unsigned long nr;
+  std::size_t offset;
+  Kind kind;
+  bool optional;
+};
+struct ZeroField {
+  unsigned long nr;
+  std::size_t offset, len;
+};
+constexpr bool REQUIRED = false, OPTIONAL = true;
+#define KDAT_FUZZ_NONE(...)
+#define KDAT_FUZZ_HANDLE(name, field, type, use, sub) \
+  {kNrOf_##name, offsetof(kdat_##name, field), type, use},
+#define KDAT_FUZZ_NR(NAME, name, first) constexpr unsigned long kNrOf_##name = KDAT_IOC_##NAME;
+KDAT_COMMANDS(KDAT_FUZZ_NR, KDAT_FUZZ_NONE, KDAT_FUZZ_NONE)
+const HandleField kHandleFields[] = {
+    KDAT_COMMANDS(KDAT_FUZZ_NONE, KDAT_FUZZ_HANDLE, KDAT_FUZZ_NONE)};
+#define KDAT_FUZZ_ZERO(name, field) \
+  {kNrOf_##name, offsetof(kdat_##name, field), sizeof(kdat_##name::field)},
+const ZeroField kZeroFields[] = {KDAT_COMMANDS(KDAT_FUZZ_NONE, KDAT_FUZZ_NONE, KDAT_FUZZ_ZERO)};
+#undef KDAT_FUZZ_HANDLE
+#undef KDAT_FUZZ_ZERO
+#undef KDAT_FUZZ_NR
+#undef KDAT_FUZZ_NONE
+
 #define KDAT_FUZZ_CMD(c, w) \
   { #c, KDAT_IOC_##c, w }
 const Cmd cmds[] = {
@@ -351,29 +380,19 @@ void fill(unsigned long nr, Arg &a, std::size_t size) {
       break;
     }
     case KDAT_IOC_IA_CLOSE:
-      a.ia_close.ia = pick_handle(IA);
       a.ia_close.flags = chance(90) ? below(2) : static_cast<std::uint32_t>(rnd());
       break;
-    case KDAT_IOC_IA_QUERY: a.ia_query.ia = pick_handle(IA); break;
     case KDAT_IOC_EVD_CREATE:
-      a.evd_create.ia = pick_handle(IA);
       a.evd_create.qlen = pick_qlen();
       a.evd_create.flags = chance(90) ? (1 + below(KDAT_EVD_FLAGS_ALL)) & KDAT_EVD_FLAGS_ALL
                                       : static_cast<std::uint32_t>(rnd());
       break;
-    case KDAT_IOC_EVD_FREE: a.evd_free.evd = pick_handle(EVD); break;
     case KDAT_IOC_EVD_WAIT:
-      a.evd_wait.evd = pick_handle(EVD);
       a.evd_wait.timeout_us = pick_timeout();
       a.evd_wait.threshold = chance(80) ? 1 : pick_qlen();
       break;
-    case KDAT_IOC_EVD_DEQUEUE: a.evd_dequeue.evd = pick_handle(EVD); break;
     case KDAT_IOC_EP_CREATE: {
       auto &c = a.ep_create;
-      c.ia = pick_handle(IA);
-      c.connect_evd = pick_handle(EVD);
-      c.request_evd = chance(50) ? 0 : pick_handle(EVD);
-      c.recv_evd = chance(50) ? 0 : pick_handle(EVD);
       if (chance(30)) {
         c.attr.max_rdma_read_in = pick_qlen();
         c.attr.max_rdma_read_out = pick_qlen();
@@ -387,10 +406,7 @@ void fill(unsigned long nr, Arg &a, std::size_t size) {
       }
       break;
     }
-    case KDAT_IOC_EP_FREE: a.ep_free.ep = pick_handle(EP); break;
-    case KDAT_IOC_EP_QUERY: a.ep_query.ep = pick_handle(EP); break;
     case KDAT_IOC_EP_MODIFY:
-      a.ep_modify.ep = pick_handle(EP);
       a.ep_modify.mask =
           chance(80) ? below(KDAT_EP_ATTR_ALL + 1) : static_cast<std::uint32_t>(rnd());
       a.ep_modify.attr.max_rdma_read_in = pick_qlen();
@@ -399,10 +415,8 @@ void fill(unsigned long nr, Arg &a, std::size_t size) {
       a.ep_modify.attr.rnr_retry_count = static_cast<std::uint8_t>(below(10));
       a.ep_modify.attr.flow_control = static_cast<std::uint8_t>(below(3));
       break;
-    case KDAT_IOC_EP_RESET: a.ep_reset.ep = pick_handle(EP); break;
     case KDAT_IOC_EP_CONNECT: {
       auto &c = a.ep_connect;
-      c.ep = pick_handle(EP);
       c.timeout_us = chance(85) ? 200'000 + below(2'000'000) : pick_timeout();
       fill_addr(c.remote_addr);
       c.conn_qual = pick_qual();
@@ -414,8 +428,6 @@ void fill(unsigned long nr, Arg &a, std::size_t size) {
     }
     case KDAT_IOC_EP_DUP_CONNECT: {
       auto &c = a.ep_dup_connect;
-      c.ep = pick_handle(EP);
-      c.dup_ep = pick_handle(EP);
       c.timeout_us = chance(85) ? 200'000 + below(2'000'000) : pick_timeout();
       c.qos = chance(90) ? 0 : static_cast<std::uint32_t>(rnd());
       c.private_data_size = pick_pdata_size(limit_connect);
@@ -423,33 +435,18 @@ void fill(unsigned long nr, Arg &a, std::size_t size) {
       break;
     }
     case KDAT_IOC_EP_DISCONNECT:
-      a.ep_disconnect.ep = pick_handle(EP);
       a.ep_disconnect.flags = chance(90) ? below(2) : static_cast<std::uint32_t>(rnd());
       break;
     case KDAT_IOC_PSP_CREATE:
-      a.psp_create.ia = pick_handle(IA);
-      a.psp_create.evd = pick_handle(EVD);
       a.psp_create.conn_qual = pick_qual();
       a.psp_create.flags = chance(90) ? below(2) : static_cast<std::uint32_t>(rnd());
       break;
-    case KDAT_IOC_PSP_FREE: a.psp_free.psp = pick_handle(PSP); break;
-    case KDAT_IOC_PSP_QUERY: a.psp_query.psp = pick_handle(PSP); break;
-    case KDAT_IOC_RSP_CREATE:
-      a.rsp_create.ia = pick_handle(IA);
-      a.rsp_create.ep = pick_handle(EP);
-      a.rsp_create.conn_qual = pick_qual();
-      a.rsp_create.evd = pick_handle(EVD);
-      break;
-    case KDAT_IOC_RSP_FREE: a.rsp_free.rsp = pick_handle(RSP); break;
-    case KDAT_IOC_CR_QUERY: a.cr_query.cr = pick_handle(CR); break;
+    case KDAT_IOC_RSP_CREATE: a.rsp_create.conn_qual = pick_qual(); break;
     case KDAT_IOC_CR_ACCEPT:
-      a.cr_accept.cr = pick_handle(CR);
-      a.cr_accept.ep = chance(30) ? 0 : pick_handle(EP);
       a.cr_accept.private_data_size = pick_pdata_size(limit_accept);
       random_bytes(a.cr_accept.private_data, sizeof(a.cr_accept.private_data));
       break;
     case KDAT_IOC_CR_REJECT:
-      a.cr_reject.cr = pick_handle(CR);
       a.cr_reject.private_data_size = pick_pdata_size(limit_reject);
       random_bytes(a.cr_reject.private_data, sizeof(a.cr_reject.private_data));
       break;
@@ -461,61 +458,41 @@ void fill(unsigned long nr, Arg &a, std::size_t size) {
       break;
     }
     case KDAT_IOC_TABLE_ATTACH: a.table_attach.id = chance(50) ? below(64) : rnd(); break;
-    case KDAT_IOC_EVD_RING: a.evd_ring.evd = pick_handle(EVD); break;
     case KDAT_IOC_EVD_RING_WAIT:
-      a.evd_ring_wait.evd = pick_handle(EVD);
       a.evd_ring_wait.timeout_us = pick_timeout();
       a.evd_ring_wait.threshold = chance(80) ? 1 : pick_qlen();
       break;
     case KDAT_IOC_UQP_CREATE: {
       // QP numbers of nobody's QPs: the kernel cannot tell, and must come to no harm
       static const std::uint32_t odd[] = {0, 1, 0xffffff, 0x1000000, 0xffffffffu};
-      a.uqp_create.ia = pick_handle(IA);
-      a.uqp_create.connect_evd = pick_handle(EVD);
       a.uqp_create.qp_num = chance(80) ? 2 + below(4096) : odd[below(std::size(odd))];
       break;
     }
     case KDAT_IOC_UQP_ATTR:
-      a.uqp_attr.ep = pick_handle(EP);
-      a.uqp_attr.cr = chance(60) ? 0 : pick_handle(CR);
       a.uqp_attr.qp_state = chance(85) ? below(7) : static_cast<std::uint32_t>(rnd());
       break;
     case KDAT_IOC_UQP_ESTABLISH:
-      a.uqp_establish.ep = pick_handle(EP);
       a.uqp_establish.flags = chance(85) ? below(2) : static_cast<std::uint32_t>(rnd());
       break;
     default: break;
   }
+  // The handles, as the kernel's command list has them: optional ones are often absent.
+  for (const auto &h : kHandleFields) {
+    if (h.nr != nr) continue;
+    const std::uint32_t v = h.optional && chance(40) ? 0 : pick_handle(h.kind);
+    std::memcpy(reinterpret_cast<std::uint8_t *>(&a) + h.offset, &v, sizeof(v));
+  }
 }
 
-// Set one reserved field (the ABI says: must be zero) where the struct has one.
+// Set one byte of one reserved field (the ABI says: must be zero) where the struct has one.
 void set_reserved(unsigned long nr, Arg &a) {
-  const auto v = static_cast<std::uint32_t>(rnd() | 1);
-  switch (nr) {
-    case KDAT_IOC_VERSION: a.version.reserved[below(3)] = v; break;
-    case KDAT_IOC_IA_OPEN: a.ia_open.reserved = v; break;
-    case KDAT_IOC_IA_QUERY: a.ia_query.reserved = v; break;
-    case KDAT_IOC_EVD_FREE: a.evd_free.reserved = v; break;
-    case KDAT_IOC_EP_CREATE:
-      if (chance(50))
-        a.ep_create.reserved = v;
-      else
-        a.ep_create.attr.reserved[below(5)] = static_cast<std::uint8_t>(v);
-      break;
-    case KDAT_IOC_EP_FREE: a.ep_free.reserved = v; break;
-    case KDAT_IOC_EP_MODIFY:
-      a.ep_modify.attr.reserved[below(5)] = static_cast<std::uint8_t>(v);
-      break;
-    case KDAT_IOC_EP_RESET: a.ep_reset.reserved = v; break;
-    case KDAT_IOC_EP_CONNECT: a.ep_connect.reserved = v; break;
-    case KDAT_IOC_EP_DUP_CONNECT: a.ep_dup_connect.reserved = v; break;
-    case KDAT_IOC_PSP_FREE: a.psp_free.reserved = v; break;
-    case KDAT_IOC_RSP_FREE: a.rsp_free.reserved = v; break;
-    case KDAT_IOC_CR_ACCEPT: a.cr_accept.reserved = v; break;
-    case KDAT_IOC_CR_QUERY: a.cr_query.reserved[below(5)] = static_cast<std::uint8_t>(v); break;
-    case KDAT_IOC_UQP_ATTR: a.uqp_attr.reserved[below(3)] = static_cast<std::uint8_t>(v); break;
-    default: break;
-  }
+  std::vector<const ZeroField *> mine;
+  for (const auto &z : kZeroFields)
+    if (z.nr == nr) mine.push_back(&z);
+  if (mine.empty()) return;
+  const ZeroField &z = *mine[below(static_cast<unsigned>(mine.size()))];
+  reinterpret_cast<std::uint8_t *>(&a)[z.offset + below(static_cast<unsigned>(z.len))] =
+      static_cast<std::uint8_t>(1 + below(255));
 }
 
 // Learn from what succeeded: new handles into the pool, freed ones out of it.
@@ -710,6 +687,18 @@ void one_call(ArgPages &pages) {
   if (chance(5)) set_reserved(nr, a);
   if (chance(2)) random_bytes(&a, size);  // garbage, structure and all
   if (chance(2)) a.ia_close.status = static_cast<std::uint32_t>(rnd());  // status is output only
+  bool grown = false, grown_dirty = false;  // a newer program's longer struct
+  if (special == 0 && chance(4) && a.ia_close.size == size) {
+    const std::size_t longer = size + 8 * (1 + below(4));
+    if (longer <= sizeof(a)) {
+      grown = true;
+      grown_dirty = chance(50);  // with bytes this kernel cannot know
+      if (grown_dirty) a.bytes[size + below(static_cast<unsigned>(longer - size))] = 0x5a;
+      nr = _IOC(_IOC_READ | _IOC_WRITE, KDAT_IOC_MAGIC, _IOC_NR(nr), longer);
+      size = longer;
+      a.ia_close.size = static_cast<std::uint32_t>(size);
+    }
+  }
 
   void *arg = &a;
   const unsigned where = below(100);
@@ -730,8 +719,9 @@ void one_call(ArgPages &pages) {
   }
   const Arg in = a;
   // Waits longer than 20 ms (infinite ones too) are the watchdog's to interrupt.
-  const bool long_wait = (nr == KDAT_IOC_EVD_WAIT && a.evd_wait.timeout_us > 20'000) ||
-                         (nr == KDAT_IOC_EVD_RING_WAIT && a.evd_ring_wait.timeout_us > 20'000);
+  const unsigned long cmd = grown ? c.nr : nr;  // the command, whatever size its number says
+  const bool long_wait = (cmd == KDAT_IOC_EVD_WAIT && a.evd_wait.timeout_us > 20'000) ||
+                         (cmd == KDAT_IOC_EVD_RING_WAIT && a.evd_ring_wait.timeout_us > 20'000);
   self->what.store(name);
   self->since.store(long_wait ? -now_ns() : now_ns());
   const long rc = ::ioctl(fd, nr, arg);
@@ -740,9 +730,13 @@ void one_call(ArgPages &pages) {
   if (where >= 6 && where < 8) ::mprotect(pages.base, pages.page, PROT_READ | PROT_WRITE);
   const bool readable = arg == &a;
   // VERSION has no status word: its second word is the ABI version.
-  const bool has_status = nr != KDAT_IOC_VERSION;
+  const bool has_status = cmd != KDAT_IOC_VERSION;
   account(name, rc, err, rc < 0 || !readable || !has_status ? 0 : a.ia_close.status);
-  if (rc == 0 && readable && !a.ia_close.status) learn(nr, a, fd, in);
+  if (grown_dirty && rc == 0) {
+    unexpected++;
+    std::fprintf(stderr, "kdat_fuzz: %s: a longer struct with a non-zero tail was taken\n", name);
+  }
+  if (rc == 0 && readable && !a.ia_close.status) learn(cmd, a, fd, in);
 }
 
 void free_one(int fd, Kind k, std::uint32_t h) {
