@@ -7,9 +7,10 @@
 #include <net/net_namespace.h>
 #include "kdat_priv.h"
 
-static struct rdma_cm_id *kdat_rdma_create_id(rdma_cm_event_handler handler, void *context)
+static struct rdma_cm_id *kdat_rdma_create_id(struct net *net, rdma_cm_event_handler handler,
+					       void *context)
 {
-	return rdma_create_id(&init_net, handler, context, RDMA_PS_TCP, IB_QPT_RC);
+	return rdma_create_id(net, handler, context, RDMA_PS_TCP, IB_QPT_RC);
 }
 
 /*

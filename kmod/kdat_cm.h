@@ -28,7 +28,8 @@ struct kdat_ia;
 
 struct kdat_cm_ops {
 	/* An RC id in the initial network namespace (RDMA_PS_TCP). */
-	struct rdma_cm_id *(*create_id)(rdma_cm_event_handler handler, void *context);
+	struct rdma_cm_id *(*create_id)(struct net *net, rdma_cm_event_handler handler,
+					void *context);
 	void (*destroy_id)(struct rdma_cm_id *id);
 	int (*bind_addr)(struct rdma_cm_id *id, struct sockaddr *addr);
 	int (*listen)(struct rdma_cm_id *id, int backlog);

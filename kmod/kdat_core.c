@@ -103,11 +103,16 @@ static void kdat_ctx_release(struct kref *ref)
 	kdat_table_close(ctx->table);
 	kdat_table_put(ctx->table);
 	kdat_table_put(ctx->view);
+	put_net(ctx->net);
 	kfree(ctx);
 }
 
-/* kernel_owner: the kernel consumer's name, or NULL for an open file. */
-struct kdat_ctx *kdat_ctx_create(const char *kernel_owner)
+/*
+ * kernel_owner: the kernel consumer's name, or NULL for an open file.  net:
+ * the network namespace every name, address and id of this owner lives in
+ * (an open file's is its opener's, as an rdma_cm id's is its creator's).
+ */
+struct kdat_ctx *kdat_ctx_create(const char *kernel_owner, struct net *net)
 {
 	struct kdat_ctx *ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
 
@@ -118,6 +123,7 @@ struct kdat_ctx *kdat_ctx_create(const char *kernel_owner)
 		kfree(ctx);
 		return NULL;
 	}
+	ctx->net = get_net(net);
 	mutex_init(&ctx->lock);
 	xa_init_flags(&ctx->objs, XA_FLAGS_ALLOC1);
 	INIT_LIST_HEAD(&ctx->ias);
@@ -605,7 +611,7 @@ static void kdat_sockaddr_set_port(union kdat_sockaddr *a, u16 port)
 /* ---- IA ------------------------------------------------------------------------------ */
 
 /* Parses "netdev" or an IP literal into an IPv4/IPv6 address. */
-static int kdat_name_to_addr(const char *name, struct sockaddr_storage *ss,
+static int kdat_name_to_addr(struct net *net, const char *name, struct sockaddr_storage *ss,
 			     char *netdev_name)
 {
 	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
@@ -624,7 +630,7 @@ static int kdat_name_to_addr(const char *name, struct sockaddr_storage *ss,
 		sin6->sin6_family = AF_INET6;
 		return 0;
 	}
-	ndev = dev_get_by_name(&init_net, name);
+	ndev = dev_get_by_name(net, name);
 	if (!ndev)
 		return -ENODEV;
 	rcu_read_lock();
@@ -678,12 +684,12 @@ kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, struct kdat_i
 	INIT_LIST_HEAD(&ia->dev_node);
 	ia->cm = &kdat_cm_rdma;
 
-	if (kdat_name_to_addr(name, &ia->addr, ia->netdev_name)) {
+	if (kdat_name_to_addr(ctx->net, name, &ia->addr, ia->netdev_name)) {
 		ret = kdat_err(KDAT_DAT_PROVIDER_NOT_FOUND, KDAT_DAT_NO_SUBTYPE);
 		goto err_free;
 	}
 	/* Binding an id to the address tells which RDMA device serves it. */
-	probe = rdma_create_id(&init_net, kdat_noop_handler, NULL, RDMA_PS_TCP, IB_QPT_RC);
+	probe = rdma_create_id(ctx->net, kdat_noop_handler, NULL, RDMA_PS_TCP, IB_QPT_RC);
 	if (IS_ERR(probe)) {
 		ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_DEVICE);
 		goto err_free;
@@ -698,7 +704,7 @@ kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, struct kdat_i
 	ia->port_num = probe->port_num;
 	if (!ia->netdev_name[0]) {
 		struct net_device *ndev =
-			dev_get_by_index(&init_net, probe->route.addr.dev_addr.bound_dev_if);
+			dev_get_by_index(ctx->net, probe->route.addr.dev_addr.bound_dev_if);
 
 		if (ndev) {
 			strscpy(ia->netdev_name, ndev->name, KDAT_NAME_MAX);
@@ -1624,7 +1630,7 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 		if (!timer)
 			return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 	}
-	id = ep->ia->cm->create_id(kdat_cm_handler, ep);
+	id = ep->ia->cm->create_id(ep->obj.ctx->net, kdat_cm_handler, ep);
 	if (IS_ERR(id)) {
 		kfree(timer);
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
@@ -1869,7 +1875,7 @@ static kdat_ret_t kdat_sp_listen(struct kdat_sp *sp)
 	struct rdma_cm_id *id;
 	int err;
 
-	id = sp->ia->cm->create_id(kdat_cm_handler, sp);
+	id = sp->ia->cm->create_id(sp->obj.ctx->net, kdat_cm_handler, sp);
 	if (IS_ERR(id))
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_DEVICE);
 	kdat_ss_with_port(&addr, &sp->ia->addr, sp->conn_qual);
@@ -3169,15 +3175,16 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 
 /* ---- the exported in-kernel API ---------------------------------------------------------- */
 
-kdat_ret_t __kdat_ia_open(const char *name, struct kdat_ia **ia, const char *owner)
+kdat_ret_t __kdat_ia_open(struct net *net, const char *name, struct kdat_ia **ia,
+			  const char *owner)
 {
 	struct kdat_ctx *ctx;
 	kdat_ret_t ret;
 
-	if (!name || !ia)
+	if (!net || !name || !ia)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG1);
 	/* the shared table names the kernel consumer by its module */
-	ctx = kdat_ctx_create(owner ? owner : "kernel");
+	ctx = kdat_ctx_create(owner ? owner : "kernel", net);
 	if (!ctx)
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 	ret = kdat_ia_open_in(ctx, name, ia, NULL);

@@ -6,6 +6,7 @@
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
+#include <linux/nsproxy.h>
 #include <linux/sysfs.h>
 #include <uapi/kdat.h>
 #include "kdat_priv.h"
@@ -14,7 +15,8 @@ struct workqueue_struct *kdat_wq;
 
 static int kdat_open(struct inode *inode, struct file *file)
 {
-	struct kdat_ctx *ctx = kdat_ctx_create(NULL);
+	/* the file acts in its opener's network namespace, wherever it is used later */
+	struct kdat_ctx *ctx = kdat_ctx_create(NULL, current->nsproxy->net_ns);
 
 	if (!ctx)
 		return -ENOMEM;

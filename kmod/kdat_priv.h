@@ -76,6 +76,7 @@ struct kdat_ctx {
 	struct kref ref;
 	struct kdat_table *table;	/* the records of objs, shared read-only */
 	struct kdat_table *view;	/* another owner's table (TABLE_ATTACH), or NULL */
+	struct net *net;		/* where names, addresses and ids live (referenced) */
 };
 
 /* One RDMA device kdat has been told about by ib_core (ib_client add). */
@@ -305,7 +306,7 @@ void kdat_ring_kill(struct kdat_evd *evd);
 void kdat_ring_wake(struct kdat_evd *evd);
 
 /* kdat_core.c */
-struct kdat_ctx *kdat_ctx_create(const char *kernel_owner);
+struct kdat_ctx *kdat_ctx_create(const char *kernel_owner, struct net *net);
 void kdat_rec_sync(struct kdat_obj *obj);
 void kdat_rec_sync_unlocked(struct kdat_obj *obj);
 void kdat_event_to_user(struct kdat_event *out, const struct kdat_event_info *in);

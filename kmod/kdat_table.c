@@ -14,6 +14,7 @@
 #include <linux/file.h>
 #include <linux/cred.h>
 #include <linux/mm.h>
+#include <linux/pid_namespace.h>
 #include <linux/random.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
@@ -28,6 +29,7 @@ struct kdat_table {
 	struct list_head node;		/* in kdat_tables while its owner lives */
 	u64 id;
 	kuid_t uid;
+	struct pid *opener;		/* the opening process (tgid); NULL for a kernel consumer */
 	bool kernel;
 	u16 gen_base;			/* first generation of every slot */
 	u32 high_water;			/* slots with a page (writer's copy) */
@@ -69,8 +71,13 @@ struct kdat_table *kdat_table_create(const char *kernel_owner)
 	hdr->id = t->id;
 	hdr->created_ns = ktime_get_boottime_ns();
 	hdr->flags = kernel ? KDAT_TABLE_KERNEL : 0;
-	hdr->pid = kernel ? 0 : task_tgid_nr(current);
-	hdr->uid = from_kuid_munged(&init_user_ns, t->uid);
+	/*
+	 * The header shows the opener as the opener's own namespaces see it;
+	 * TABLE_LIST translates for each caller (kdat_table_list()).
+	 */
+	t->opener = kernel ? NULL : get_task_pid(current, PIDTYPE_TGID);
+	hdr->pid = kernel ? 0 : task_tgid_vnr(current);
+	hdr->uid = from_kuid_munged(current_user_ns(), t->uid);
 	if (kernel)
 		strscpy(hdr->comm, kernel_owner, sizeof(hdr->comm));
 	else
@@ -89,6 +96,7 @@ static void kdat_table_release(struct kref *ref)
 	for (i = 0; i < KDAT_TABLE_PAGES; i++)
 		if (t->pages[i])
 			__free_page(t->pages[i]);
+	put_pid(t->opener);
 	kvfree(t);
 }
 
@@ -266,6 +274,19 @@ int kdat_table_mmap(struct kdat_table *t, struct vm_area_struct *vma)
 
 /* ---- the list kdatctl reads, and attaching to another owner's table --------- */
 
+/*
+ * A table is there for the caller only if its PID namespace can see the
+ * opener (a kernel consumer's: only from the initial PID namespace): others
+ * are neither listed nor found.
+ */
+static bool kdat_table_visible(struct kdat_table *t)
+{
+	struct pid_namespace *ns = task_active_pid_ns(current);
+
+	return t->kernel ? ns == &init_pid_ns : pid_nr_ns(t->opener, ns) != 0;
+}
+
+/* ...and the caller may view it if it is its euid's, or with CAP_SYS_ADMIN. */
 static bool kdat_table_may_view(struct kdat_table *t)
 {
 	if (capable(CAP_SYS_ADMIN))
@@ -286,13 +307,14 @@ kdat_ret_t kdat_table_list(void __user *ubuf, u32 capacity, u32 *count)
 		return KDAT_ERR(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 	mutex_lock(&kdat_tables_lock);
 	list_for_each_entry(t, &kdat_tables, node) {
-		if (!kdat_table_may_view(t))
+		if (!kdat_table_visible(t) || !kdat_table_may_view(t))
 			continue;
 		if (n < capacity) {
 			memset(&info, 0, sizeof(info));
 			info.id = t->id;
-			info.pid = READ_ONCE(t->hdr->pid);
-			info.uid = READ_ONCE(t->hdr->uid);
+			/* as the caller's PID and user namespaces see them */
+			info.pid = t->kernel ? 0 : pid_nr_ns(t->opener, task_active_pid_ns(current));
+			info.uid = from_kuid_munged(current_user_ns(), t->uid);
 			info.flags = READ_ONCE(t->hdr->flags);
 			info.live = READ_ONCE(t->hdr->live);
 			memcpy(info.comm, t->hdr->comm, sizeof(info.comm));
@@ -316,7 +338,7 @@ kdat_ret_t kdat_table_find(u64 id, struct kdat_table **out)
 
 	mutex_lock(&kdat_tables_lock);
 	list_for_each_entry(t, &kdat_tables, node) {
-		if (t->id != id)
+		if (t->id != id || !kdat_table_visible(t))
 			continue;
 		if (kdat_table_may_view(t)) {
 			kdat_table_get(t);

@@ -105,7 +105,8 @@ static struct fake_id *fake_new(rdma_cm_event_handler handler, void *context)
 	return f;
 }
 
-static struct rdma_cm_id *fake_create_id(rdma_cm_event_handler handler, void *context)
+static struct rdma_cm_id *fake_create_id(struct net *net, rdma_cm_event_handler handler,
+					 void *context)
 {
 	struct fake_id *f;
 	int err = fake_record(NULL, OP_CREATE);

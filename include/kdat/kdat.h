@@ -25,6 +25,7 @@
 
 #include <linux/types.h>
 #include <linux/socket.h>
+#include <net/net_namespace.h>
 #include <uapi/kdat.h>
 #include <uapi/kdat_dat.h>
 #include <kdat/ep_table.h>
@@ -112,9 +113,16 @@ struct kdat_cr_info {
 /* Called (process context, kdat locks held) each time an event is queued. */
 typedef void (*kdat_upcall_t)(struct kdat_evd *evd, void *context);
 
-kdat_ret_t __kdat_ia_open(const char *name, struct kdat_ia **ia, const char *owner);
-/* Opens an IA of its own for the calling module, which the shared table names. */
-#define kdat_ia_open(name, ia)	__kdat_ia_open(name, ia, KBUILD_MODNAME)
+kdat_ret_t __kdat_ia_open(struct net *net, const char *name, struct kdat_ia **ia,
+			  const char *owner);
+/*
+ * Opens an IA of its own for the calling module, which the shared table names.
+ * name (a netdev or an IP literal), and every address and id of the IA, are
+ * in net: kdat_ia_open_net() names the namespace (kdat holds a reference while
+ * the IA lives), kdat_ia_open() means the initial one.
+ */
+#define kdat_ia_open_net(net, name, ia)	__kdat_ia_open(net, name, ia, KBUILD_MODNAME)
+#define kdat_ia_open(name, ia)		__kdat_ia_open(&init_net, name, ia, KBUILD_MODNAME)
 kdat_ret_t kdat_ia_close(struct kdat_ia *ia, u32 flags);
 kdat_ret_t kdat_ia_query(struct kdat_ia *ia, struct kdat_ia_info *info);
 

@@ -446,8 +446,8 @@ struct kdat_table_header {
 	__u32 flags;		/* KDAT_TABLE_* */
 	__u64 id;		/* this table's id (KDAT_IOC_TABLE_LIST) */
 	__u64 created_ns;	/* CLOCK_BOOTTIME when the file was opened */
-	__u32 pid;		/* the process that opened the file (tgid), 0 = kernel */
-	__u32 uid;		/* its effective uid */
+	__u32 pid;		/* the opener (tgid) in its own PID namespace; 0 = kernel */
+	__u32 uid;		/* its effective uid, in its own user namespace */
 	char comm[16];		/* its name, or the kernel consumer's module */
 	__u64 updates;		/* record writes so far */
 };
@@ -508,11 +508,15 @@ struct kdat_record {
 	__u64 reserved;
 };
 
-/* KDAT_IOC_TABLE_LIST: the tables the caller may attach to. */
+/*
+ * KDAT_IOC_TABLE_LIST: the tables the caller may attach to: those whose opener
+ * the caller's PID namespace can see (kernel consumers' only from the initial
+ * one) and that are the caller's euid's, or all of those with CAP_SYS_ADMIN.
+ */
 struct kdat_table_info {
 	__u64 id;
-	__u32 pid;
-	__u32 uid;
+	__u32 pid;		/* the opener as the caller's PID namespace numbers it */
+	__u32 uid;		/* its euid in the caller's user namespace (overflowuid if unmapped) */
 	__u32 flags;		/* KDAT_TABLE_* */
 	__u32 live;
 	char comm[16];

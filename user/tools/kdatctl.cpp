@@ -94,13 +94,23 @@ struct Attached {
   kdat::Device device;
   kdat::ObjectTable table;
   kdat::TableSnapshot last;
+  kdat::TableInfo info;
 };
+
+// A table's header numbers its opener as the opener's own namespaces do; the list numbers it as
+// ours do, and that is what we show.
+kdat::TableSnapshot snapshot(const Attached &a, bool all = false) {
+  auto snap = a.table.snapshot(all);
+  snap.header.pid = a.info.pid;
+  snap.header.uid = a.info.uid;
+  return snap;
+}
 
 std::optional<Attached> attach(const Options &opt, const kdat::TableInfo &info) {
   try {
     kdat::Device device(opt.device);
     auto table = kdat::ObjectTable::attach(device, info.id);
-    return Attached{std::move(device), std::move(table), {}};
+    return Attached{std::move(device), std::move(table), {}, info};
   } catch (const kdat::Error &e) {
     // Tables can vanish between list and attach, or belong to someone else: skip them.
     std::fprintf(stderr, "kdatctl: table %llu (pid %u %s): %s\n",
@@ -130,7 +140,7 @@ int cmd_list(const Options &opt) {
     if (!wanted(opt, info)) continue;
     auto attached = attach(opt, info);
     if (!attached) continue;
-    snapshots.push_back(attached->table.snapshot(opt.all));
+    snapshots.push_back(snapshot(*attached, opt.all));
   }
   if (opt.json) {
     kdatctl::render_json(std::cout, snapshots, boottime_ns());
@@ -156,7 +166,7 @@ int cmd_watch(const Options &opt) {
       if (tables.contains(info.id)) continue;
       auto attached = attach(opt, info);
       if (!attached) continue;
-      attached->last = attached->table.snapshot();
+      attached->last = snapshot(*attached);
       for (const auto &c : kdatctl::initial(attached->last)) {
         if (opt.json) {
           kdatctl::render_change_json(std::cout, c, now);
@@ -168,7 +178,7 @@ int cmd_watch(const Options &opt) {
     }
     for (auto it = tables.begin(); it != tables.end();) {
       auto &t = it->second;
-      auto snap = t.table.snapshot();
+      auto snap = snapshot(t);
       for (const auto &c : kdatctl::diff(t.last, snap)) {
         if (opt.json) {
           kdatctl::render_change_json(std::cout, c, now);
