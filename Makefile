@@ -16,6 +16,8 @@ deps:
 module:
 	@test -n "$(KVER)" || { echo "no guest kernel headers: run 'make deps'" >&2; exit 1; }
 	$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod W=1 KCFLAGS=-Werror modules
+	$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod/samples W=1 KCFLAGS=-Werror \
+		KBUILD_EXTRA_SYMBOLS=$(CURDIR)/kmod/Module.symvers modules
 
 user:
 	cmake -S user -B $(BUILD)/user -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -80,5 +82,6 @@ check-style:
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod clean
+	-$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod/samples clean
 	-$(MAKE) -C $(KDIR) M=$(CURDIR)/bench/kmod clean
 	rm -rf $(BUILD)

@@ -17,7 +17,7 @@ from kdat_harness.timing import judge_on_time
 T = 5_000_000
 SILENT_HOST = "192.0.2.99"   # on kdat0's subnet, no neighbour: address resolution gives up (2 s)
 BLACK_HOLE = "192.0.2.98"    # a permanent neighbour entry nobody answers for: REQs go nowhere
-ECHO_KO = os.path.join(guest.KMOD_DIR, "kdat_echo.ko")
+ECHO_KO = guest.ECHO_KO
 TERMINAL = {"CONNECTION_EVENT_DISCONNECTED", "CONNECTION_EVENT_BROKEN",
             "CONNECTION_EVENT_PEER_REJECTED", "CONNECTION_EVENT_NON_PEER_REJECTED",
             "CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR", "CONNECTION_EVENT_UNREACHABLE",

@@ -7,7 +7,7 @@ import pytest
 from kdat_harness import guest
 from kdat_harness.dat import DAT, TABLE, Kdat, ipv4, next_port
 
-ECHO_KO = os.path.join(guest.KMOD_DIR, "kdat_echo.ko")
+ECHO_KO = guest.ECHO_KO
 PARAMS = "/sys/module/kdat_echo/parameters"
 
 

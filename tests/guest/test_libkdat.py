@@ -21,7 +21,7 @@ def test_libkdat_guest_tests_pass(kdat_module, rdma, kernel_log):
     results = os.environ.get("KDAT_RESULTS")
     if results and os.path.isdir(results):
         args.append(f"--gtest_output=xml:{os.path.join(results, 'libkdat-guest-gtest.xml')}")
-    env = dict(os.environ, KDAT_ECHO_KO=os.path.join(guest.KMOD_DIR, "kdat_echo.ko"),
+    env = dict(os.environ, KDAT_ECHO_KO=guest.ECHO_KO,
                KDAT_TEST_ADDR=rdma.get("KDAT_TEST_ADDR", "192.0.2.1"),
                KDAT_TEST_NETDEV=rdma.get("KDAT_TEST_NETDEV", "kdat0"))
     r = subprocess.run(args, capture_output=True, text=True, timeout=1200, env=env, cwd=REPO)

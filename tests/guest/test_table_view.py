@@ -19,7 +19,7 @@ from kdat_harness.shared import MAP_SHARED, PAGE, PROT_READ, Mapping
 C = UAPI.consts
 INFO = UAPI.structs["kdat_table_info"]
 NOBODY = 65534
-ECHO_KO = os.path.join(guest.KMOD_DIR, "kdat_echo.ko")
+ECHO_KO = guest.ECHO_KO
 
 
 def is_type(status, name):

@@ -15,6 +15,8 @@ from .uapi import Uapi
 KMOD_DIR = (os.path.join(REPO, "build", "debug", "kmod") if os.environ.get("KDAT_DEBUG_KERNEL") == "1"
             else os.path.join(REPO, "kmod"))
 KMOD = os.path.join(KMOD_DIR, "kdat.ko")
+# The sample kernel consumer (kmod/samples/), built against kdat.ko's exports.
+ECHO_KO = os.path.join(KMOD_DIR, "samples", "kdat_echo.ko")
 DEV = "/dev/kdat"
 UAPI = Uapi()
 
