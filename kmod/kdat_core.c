@@ -1621,6 +1621,11 @@ static enum hrtimer_restart kdat_ep_timer_fired(struct hrtimer *timer)
 
 static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 {
+	/*
+	 * The timeout counts from the call, not from the end of the id's
+	 * creation and address lookup (tens of ms on a debug kernel).
+	 */
+	ktime_t deadline = ktime_add_us(ktime_get(), timeout_us);
 	struct kdat_ep_timer *timer = NULL;
 	struct rdma_cm_id *id;
 	int err;
@@ -1662,11 +1667,10 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 		timer->ep = ep;
 		kdat_obj_get_ref(&ep->obj);	/* the timer's */
 		INIT_WORK(&timer->work, kdat_ep_timeout_work);
-		hrtimer_init(&timer->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
+		hrtimer_init(&timer->timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS_SOFT);
 		timer->timer.function = kdat_ep_timer_fired;
 		ep->timer = timer;
-		hrtimer_start(&timer->timer, ns_to_ktime((u64)timeout_us * NSEC_PER_USEC),
-			      HRTIMER_MODE_REL_SOFT);
+		hrtimer_start(&timer->timer, deadline, HRTIMER_MODE_ABS_SOFT);
 	}
 	return KDAT_DAT_SUCCESS;
 }
