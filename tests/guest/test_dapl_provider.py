@@ -227,7 +227,11 @@ def test_provider_connection_management_and_error_paths(kdat_module, rdma, kerne
 # ---- conformance runs that once failed over kdat and pass over libdaplofa (each provider is
 # run the same way; both must pass)
 
-PROVIDERS = ("kdat", "libdaplofa")
+# On the debug kernel only kdat runs: libdaplofa never touches kdat.ko, whose memory and locking
+# that lane is for, and the reference's own runs there only measure rxe on a slow kernel (one
+# failed in a full debug-lane run: "Server_Info_Send-reaping DTO problem"). The side-by-side
+# comparison is made on Debian's kernel.
+PROVIDERS = ("kdat",) if DEBUG_KERNEL else ("kdat", "libdaplofa")
 
 
 def _provider(which):
