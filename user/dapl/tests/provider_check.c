@@ -951,6 +951,11 @@ int main(int argc, char **argv) {
     DAT_EP_PARAM param;
     expect("ep_get_status", dat_ep_get_status(ep, &state, &in_idle, &out_idle), DAT_SUCCESS);
     truth("new EP is UNCONNECTED", state == DAT_EP_STATE_UNCONNECTED);
+    in_idle = out_idle = (DAT_BOOLEAN)7;
+    expect("ep_get_status without the state (dtestx)",
+           dat_ep_get_status(ep, NULL, &in_idle, &out_idle), DAT_SUCCESS);
+    truth("ep_get_status without the state: both idle flags TRUE",
+          in_idle == DAT_TRUE && out_idle == DAT_TRUE);
     expect("ep_query", dat_ep_query(ep, DAT_EP_FIELD_ALL, &param), DAT_SUCCESS);
     truth("ep_query: state and EVDs",
           param.ep_state == DAT_EP_STATE_UNCONNECTED && param.connect_evd_handle == conn_evd &&
