@@ -208,6 +208,45 @@ def test_dtest_over_libdaplofa(kdat_module, rdma, kernel_log):
         pytest.xfail(f"dtest over libdaplofa on rxe fails (observed): {first_error}")
 
 
+def _counters(out, prefix):
+    """{name: value} of the ' DCNT_<prefix>_... = N' lines dtestx -p prints (the first of each)."""
+    found = {}
+    for name, value in re.findall(rf"^ (DCNT_{prefix}_\w+) = (\d+)\s*$", out, re.M):
+        found.setdefault(name, int(value))
+    return found
+
+
+def test_dtestx_counters_over_kdat(kdat_module, rdma, kernel_log):
+    """dtestx -p over kdat passes and prints the IB extension's counters with what each side did
+    (libdaplofa, built without counters, prints none: the suite only checks that it passes).
+    Each side posts 7 receives (256 bytes each), one send (the RMR message, 16 bytes), one RDMA
+    write with immediate data (256 bytes), one compare-and-swap and two fetch-and-adds, and
+    receives the peer's message and its write with immediate data."""
+    r = _run_pair("dtestx", "kdat", rdma["KDAT_TEST_ADDR"], ["-p"], ["-p"], timeout=120)
+    verdict = "IB extension test - immed/atomic test PASSED"
+    passed = verdict in r.server_out and verdict in r.client_out
+    _record(f"dtestx -p kdat: {'PASS' if passed else 'FAIL'}; {r.seconds:.1f} s wall")
+    assert passed and r.server_rc == 0 and r.client_rc == 0, r.text()
+    each_side = {"DCNT_EP_CONNECT": None, "DCNT_EP_DISCONNECT": None,
+                 "DCNT_EP_POST_RECV": 7, "DCNT_EP_POST_RECV_DATA": 7 * 256,
+                 "DCNT_EP_POST_SEND": 1, "DCNT_EP_POST_SEND_DATA": 16,
+                 "DCNT_EP_POST_WRITE_IMM": 1, "DCNT_EP_POST_WRITE_IMM_DATA": 256,
+                 "DCNT_EP_POST_CMP_SWAP": 1, "DCNT_EP_POST_FETCH_ADD": 2,
+                 "DCNT_EP_RECV": 1, "DCNT_EP_RECV_DATA": 16,
+                 "DCNT_EP_RECV_RDMA_IMM": 1, "DCNT_EP_RECV_RDMA_IMM_DATA": 256}
+    for side, out, est in (("server", r.server_out, "DCNT_IA_CM_PASSIVE_EST"),
+                           ("client", r.client_out, "DCNT_IA_CM_ACTIVE_EST")):
+        ep = _counters(out, "EP")
+        ia = _counters(out, "IA")
+        for name, want in each_side.items():
+            got = ep.get(name)
+            if want is None:  # the server only accepts: DCNT_EP_CONNECT counts dat_ep_connect
+                want = 1 if side == "client" or name == "DCNT_EP_DISCONNECT" else 0
+            assert got == want, f"{side}: {name} = {got}, wanted {want}\n{r.text()}"
+        assert ia.get(est) == 1 and ia.get("DCNT_IA_EP_CREATE") == 1, f"{side}: {ia}\n{r.text()}"
+        assert ia.get("DCNT_IA_LMR_CREATE") == 11, f"{side}: {ia}\n{r.text()}"
+
+
 def test_provider_connection_management_and_error_paths(kdat_module, rdma, kernel_log):
     """provider_check: PSP/RSP/provider-PSP connections, accept/reject with private data,
     dup_connect, disconnect, CNO, and bad/stale/wrong-type handles, bad parameters, state errors."""

@@ -307,15 +307,10 @@ CASES = [
          server_verdicts=("DT_cs_Server", "Exiting.")),
 ]
 
-# Cases kdat fails today where libdaplofa passes (first error line over kdat in the comment); each
-# is a strict xfail, so that the fix turns it into an XPASS failure and the mark must go.
-XFAIL_REASONS = {
-    # "ERROR: IB extension not supported"
-    "dtestx": "issue #20: no IB extensions (RDMA write with immediate data, atomics)",
-    "dtestx-counters": "issue #20: no IB extensions (RDMA write with immediate data, atomics)",
-    # "dat_ib_open_query returned DAT_NOT_IMPLEMENTED"
-    "dtestx-query": "issue #20: no IB extensions (dat_ib_open_query)",
-}
+# Cases kdat fails where libdaplofa passes (first error line over kdat in a comment); each is a
+# strict xfail, so that the fix turns it into an XPASS failure and the mark must go.  None today:
+# the last ones were dtestx, -p and -q (issue #20: no IB extensions until they were implemented).
+XFAIL_REASONS = {}
 
 
 def _params():

@@ -27,6 +27,13 @@ DAT_CONN_QUAL service_port(DAT_CONN_QUAL conn_qual) {
   return conn_qual > 0xffff ? kBase + conn_qual % kModulus : conn_qual;
 }
 
+// An EP's connect or dup_connect was handed to the kernel (its REQ goes out).
+void count_connect(Ep &ep) {
+  ep.active = true;
+  ++ep.counters[DCNT_EP_CONNECT];
+  ++ep.ia->counters[DCNT_IA_CM_REQ_TX];
+}
+
 // An EVD argument of an EP: NULL, or an EVD of `ia` with `flag`.
 Evd *ep_evd(Ia &ia, DAT_EVD_HANDLE handle, DAT_EVD_FLAGS flag, DAT_RETURN subtype) {
   if (handle == DAT_HANDLE_NULL) return nullptr;
@@ -143,6 +150,7 @@ DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
     ep.request_evd = request;
     ep.connect_evd = connect;
     count_use(ep, +1);
+    ++ia.counters[DCNT_IA_EP_CREATE];
     ep.attr = given;
     if (ep.user) {  // what the QP was made with (data_path.cpp's defaults for 0)
       ep.attr.max_recv_dtos = static_cast<DAT_COUNT>(k.max_recv_dtos != 0 ? k.max_recv_dtos : 64);
@@ -228,6 +236,7 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
     const auto data = private_data(pd_size, pd, DAT_INVALID_ARG6);
     ep.kernel().connect(address, service_port(conn_qual), to_timeout(timeout), data,
                         static_cast<std::uint32_t>(qos), static_cast<std::uint32_t>(flags));
+    count_connect(ep);
     watch_connect(ep);
     return DAT_SUCCESS;
   });
@@ -243,6 +252,7 @@ DAT_RETURN ep_dup_connect(DAT_EP_HANDLE handle, DAT_EP_HANDLE dup_handle, DAT_TI
     const auto data = private_data(pd_size, pd, DAT_INVALID_ARG5);
     ep.kernel().dup_connect(dup.kernel(), to_timeout(timeout), data,
                             static_cast<std::uint32_t>(qos));
+    count_connect(ep);
     watch_connect(ep);
     return DAT_SUCCESS;
   });
@@ -256,10 +266,13 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags) {
       fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     const auto mode =
         flags == DAT_CLOSE_GRACEFUL_FLAG ? kdat::CloseMode::graceful : kdat::CloseMode::abrupt;
+    const bool connected = ep.kernel().state() == kdat::EpState::CONNECTED;
     if (ep.user)
       ep.user->disconnect(mode);  // abrupt: the QP is in ERR, posted DTOs flush
     else
       ep.kernel().disconnect(mode);
+    ++ep.counters[DCNT_EP_DISCONNECT];
+    if (connected) ++ep.ia->counters[DCNT_IA_CM_DREQ_TX];  // the kernel's CM sends a DREQ
     return DAT_SUCCESS;
   });
 }
@@ -269,8 +282,9 @@ DAT_RETURN ep_get_status(DAT_EP_HANDLE handle, DAT_EP_STATE *state, DAT_BOOLEAN 
   return guard([&]() -> DAT_RETURN {
     auto lock = lock_provider();
     auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
-    if (state == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-    *state = static_cast<DAT_EP_STATE>(ep.kernel().state());  // the shared table: no syscall
+    // Each answer is optional, as in libdaplofa: dtestx asks for the idle flags only.
+    if (state != nullptr)
+      *state = static_cast<DAT_EP_STATE>(ep.kernel().state());  // the shared table: no syscall
     if (ep.recv_evd != nullptr) (void)ep.ia->data_path->poll_completions(*ep.recv_evd);
     if (ep.request_evd != nullptr) (void)ep.ia->data_path->poll_completions(*ep.request_evd);
     if (recv_idle != nullptr) *recv_idle = ep.qp->outstanding_recv() == 0 ? DAT_TRUE : DAT_FALSE;
@@ -285,6 +299,7 @@ DAT_RETURN ep_free(DAT_EP_HANDLE handle) {
     auto lock = lock_provider();
     auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
     ep.kernel().free();
+    ++ep.ia->counters[DCNT_IA_EP_FREE];
     free_ep(ep);
     return DAT_SUCCESS;
   });
@@ -326,6 +341,7 @@ Psp &make_psp(Ia &ia, DAT_CONN_QUAL conn_qual, Evd &evd, DAT_PSP_FLAGS flags) {
   psp.flags = flags;
   ++evd.users;
   ia.service_points[psp.kernel.handle()] = &psp;
+  ++ia.counters[DCNT_IA_CM_LISTEN];
   return psp;
 }
 
@@ -337,6 +353,7 @@ DAT_RETURN psp_create(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL conn_qual, DAT_EVD_
     auto &evd = cr_evd(ia, evd_handle);
     if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
     *out = make_psp(ia, conn_qual, evd, flags).handle;
+    ++ia.counters[DCNT_IA_PSP_CREATE];
     return DAT_SUCCESS;
   });
 }
@@ -354,6 +371,7 @@ DAT_RETURN psp_create_any(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL *conn_qual,
       try {
         *out = make_psp(ia, q, evd, flags).handle;
         *conn_qual = q;
+        ++ia.counters[DCNT_IA_PSP_CREATE_ANY];
         return DAT_SUCCESS;
       } catch (const kdat::Error &e) {
         if (e.code().type() != KDAT_DAT_CONN_QUAL_IN_USE) throw;
@@ -385,6 +403,7 @@ DAT_RETURN psp_free(DAT_PSP_HANDLE handle) {
     psp.kernel.free();
     psp.ia->service_points.erase(k);
     --psp.evd->users;
+    ++psp.ia->counters[DCNT_IA_PSP_FREE];
     drop_child(psp);
     return DAT_SUCCESS;
   });
@@ -406,6 +425,8 @@ DAT_RETURN rsp_create(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL conn_qual, DAT_EP_H
     rsp.ep = ep.handle;
     ++evd.users;
     ia.service_points[rsp.kernel.handle()] = &rsp;
+    ++ia.counters[DCNT_IA_RSP_CREATE];
+    ++ia.counters[DCNT_IA_CM_LISTEN];
     *out = rsp.handle;
     return DAT_SUCCESS;
   });
@@ -433,6 +454,7 @@ DAT_RETURN rsp_free(DAT_RSP_HANDLE handle) {
     rsp.kernel.free();
     rsp.ia->service_points.erase(k);
     --rsp.evd->users;
+    ++rsp.ia->counters[DCNT_IA_RSP_FREE];
     drop_child(rsp);
     return DAT_SUCCESS;
   });
@@ -471,10 +493,12 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
       // An RSP's EP may have a user QP: it must reach RTR/RTS before the kernel accepts, as
       // when the consumer names it (else both ends are ESTABLISHED and no DTO ever completes).
       const auto named = share(cr.ep);
-      if (named && named->type == DAT_HANDLE_TYPE_EP && static_cast<Ep &>(*named).user)
-        static_cast<Ep &>(*named).user->accept(cr.kernel, data);
+      Ep *ep = named && named->type == DAT_HANDLE_TYPE_EP ? &static_cast<Ep &>(*named) : nullptr;
+      if (ep != nullptr && ep->user)
+        ep->user->accept(cr.kernel, data);
       else
         cr.kernel.accept(data);
+      if (ep != nullptr) ep->active = false;
     } else {
       auto &ep = lookup_as<Ep>(ep_handle, DAT_INVALID_HANDLE_EP);
       if (ep.ia != cr.ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
@@ -482,7 +506,10 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
         ep.user->accept(cr.kernel, data);  // the QP to RTR/RTS, then the kernel accepts
       else
         cr.kernel.accept(ep.kernel(), data);
+      ep.active = false;
     }
+    ++cr.ia->counters[DCNT_IA_SP_CR_ACCEPTED];
+    ++cr.ia->counters[DCNT_IA_CM_REP_TX];
     drop_child(cr);
     return DAT_SUCCESS;
   });
@@ -494,6 +521,8 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE handle, DAT_COUNT pd_size, const DAT_PVOID pd
     auto &cr = lookup_as<Cr>(handle, DAT_INVALID_HANDLE_CR);
     const auto data = private_data(pd_size, pd, DAT_INVALID_ARG3);
     cr.kernel.reject(data);
+    ++cr.ia->counters[DCNT_IA_SP_CR_REJECTED];
+    ++cr.ia->counters[DCNT_IA_CM_USER_REJ_TX];
     // Rejecting a provider-flag PSP's request frees the EP kdat made for it.
     if (cr.provider_ep) {
       if (auto object = share(cr.ep); object && object->type == DAT_HANDLE_TYPE_EP)

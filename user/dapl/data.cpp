@@ -20,7 +20,11 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE type, DAT_REGION_DES
     if (type != DAT_MEM_TYPE_VIRTUAL || va_type != DAT_VA_TYPE_VA) fail(DAT_NOT_IMPLEMENTED);
     if (region.for_va == nullptr || length == 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8);
-    if ((privileges & ~DAT_MEM_PRIV_ALL_FLAG) != 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+    // DAT's privileges and the IB extension's remote atomics (the target of a peer's
+    // dat_ib_post_cmp_and_swap / _fetch_and_add)
+    constexpr DAT_MEM_PRIV_FLAGS known =
+        static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_ALL_FLAG | kPrivRemoteAtomic);
+    if ((privileges & ~known) != 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
     MemoryKeys keys;
     auto registered = ia.data_path->register_memory(pz, region.for_va, length, privileges, keys);
     auto &lmr = make_child<Lmr>(ia);
@@ -34,6 +38,7 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE type, DAT_REGION_DES
     lmr.registered_length = keys.registered_length;
     lmr.registered_address = keys.registered_address;
     ++pz.users;
+    ++ia.counters[DCNT_IA_LMR_CREATE];
     *out = lmr.handle;
     if (lmr_context != nullptr) *lmr_context = lmr.lmr_context;
     if (rmr_context != nullptr) *rmr_context = lmr.rmr_context;
@@ -68,6 +73,7 @@ DAT_RETURN lmr_free(DAT_LMR_HANDLE handle) {
     auto lock = lock_provider();
     auto &lmr = lookup_as<Lmr>(handle, DAT_INVALID_HANDLE_LMR);
     --lmr.pz->users;
+    ++lmr.ia->counters[DCNT_IA_LMR_FREE];
     drop_child(lmr);
     return DAT_SUCCESS;
   });

@@ -4,7 +4,9 @@
 // completion channel; an EP's request EVD's CQ is its QP's send CQ, its recv EVD's CQ the receive
 // CQ.  Every work request is signalled; its wr_id names a record of the cookie, the length and
 // the EVD, so a completion becomes a DAT_DTO_COMPLETION_EVENT (DAT_COMPLETION_SUPPRESS_FLAG
-// drops successful ones, errors are always reported).
+// drops successful ones, errors are always reported).  The IB extensions' requests (RDMA write
+// with immediate data, atomics) and receives that carry immediate data complete as
+// DAT_IB_DTO_EVENTs with a DAT_IB_EXTENSION_EVENT_DATA in the event's extension data.
 #include "data_path.hpp"
 
 #include <fcntl.h>
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 #include <unordered_map>
@@ -44,9 +47,10 @@ int access_flags(DAT_MEM_PRIV_FLAGS privileges) {
   int access = 0;
   if (privileges & DAT_MEM_PRIV_LOCAL_WRITE_FLAG) access |= IBV_ACCESS_LOCAL_WRITE;
   if (privileges & DAT_MEM_PRIV_REMOTE_READ_FLAG) access |= IBV_ACCESS_REMOTE_READ;
-  // verbs requires local write along with remote write
+  // verbs requires local write along with remote write and remote atomics
   if (privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
     access |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+  if (privileges & kPrivRemoteAtomic) access |= IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE;
   return access;
 }
 
@@ -87,6 +91,103 @@ struct Cq {
   ibv_cq *cq = nullptr;
 };
 
+// What a DAT post asks for.
+enum class Op {
+  send,
+  recv,
+  rdma_read,
+  rdma_write,
+  rdma_write_immed,
+  compare_and_swap,
+  fetch_and_add
+};
+
+bool is_atomic(Op op) { return op == Op::compare_and_swap || op == Op::fetch_and_add; }
+
+// The operation a completion reports: DAT's DTOs, the IB extension's DTOs for its requests.
+DAT_DTOS reported(Op op) {
+  switch (op) {
+    case Op::send: return DAT_DTO_SEND;
+    case Op::recv: return DAT_DTO_RECEIVE;
+    case Op::rdma_read: return DAT_DTO_RDMA_READ;
+    case Op::rdma_write: return DAT_DTO_RDMA_WRITE;
+    case Op::rdma_write_immed: return static_cast<DAT_DTOS>(DAT_IB_DTO_RDMA_WRITE_IMMED);
+    case Op::compare_and_swap: return static_cast<DAT_DTOS>(DAT_IB_DTO_CMP_SWAP);
+    case Op::fetch_and_add: return static_cast<DAT_DTOS>(DAT_IB_DTO_FETCH_ADD);
+  }
+  return DAT_DTO_SEND;
+}
+
+// The extension event type of an IB extension request's completion.
+std::optional<DAT_IB_EXT_TYPE> extension_of(Op op) {
+  switch (op) {
+    case Op::rdma_write_immed: return DAT_IB_RDMA_WRITE_IMMED;
+    case Op::compare_and_swap: return DAT_IB_CMP_AND_SWAP;
+    case Op::fetch_and_add: return DAT_IB_FETCH_AND_ADD;
+    default: return std::nullopt;
+  }
+}
+
+ibv_wr_opcode opcode_of(Op op) {
+  switch (op) {
+    case Op::rdma_read: return IBV_WR_RDMA_READ;
+    case Op::rdma_write: return IBV_WR_RDMA_WRITE;
+    case Op::rdma_write_immed: return IBV_WR_RDMA_WRITE_WITH_IMM;
+    case Op::compare_and_swap: return IBV_WR_ATOMIC_CMP_AND_SWP;
+    case Op::fetch_and_add: return IBV_WR_ATOMIC_FETCH_AND_ADD;
+    default: return IBV_WR_SEND;
+  }
+}
+
+// One post as the consumer made it, with the positions of its arguments in the DAT call that
+// made it (for the DAT_INVALID_ARGn subtypes).
+struct Request {
+  Op op = Op::send;
+  DAT_COUNT segments = 0;
+  DAT_LMR_TRIPLET *iov = nullptr;
+  DAT_DTO_COOKIE cookie{};
+  const DAT_RMR_TRIPLET *remote = nullptr;
+  DAT_COMPLETION_FLAGS flags{};
+  std::uint32_t immed = 0;
+  std::uint64_t compare_add = 0;
+  std::uint64_t swap = 0;
+  DAT_RETURN arg_segments = DAT_INVALID_ARG2;
+  DAT_RETURN arg_iov = DAT_INVALID_ARG3;
+  DAT_RETURN arg_remote = DAT_INVALID_ARG5;
+  DAT_RETURN arg_flags = DAT_INVALID_ARG5;
+};
+
+// The EP counters of a successful post.
+void count_post(Ep &ep, Op op, DAT_VLEN length) {
+  auto &c = ep.counters;
+  const auto add = [&](DAT_EP_COUNTERS posts, DAT_EP_COUNTERS bytes) {
+    ++c[posts];
+    c[bytes] += length;
+  };
+  switch (op) {
+    case Op::send: add(DCNT_EP_POST_SEND, DCNT_EP_POST_SEND_DATA); break;
+    case Op::recv: add(DCNT_EP_POST_RECV, DCNT_EP_POST_RECV_DATA); break;
+    case Op::rdma_read: add(DCNT_EP_POST_READ, DCNT_EP_POST_READ_DATA); break;
+    case Op::rdma_write: add(DCNT_EP_POST_WRITE, DCNT_EP_POST_WRITE_DATA); break;
+    case Op::rdma_write_immed: add(DCNT_EP_POST_WRITE_IMM, DCNT_EP_POST_WRITE_IMM_DATA); break;
+    case Op::compare_and_swap: ++c[DCNT_EP_POST_CMP_SWAP]; break;
+    case Op::fetch_and_add: ++c[DCNT_EP_POST_FETCH_ADD]; break;
+  }
+}
+
+// The LMR of `ia` whose LMR context is `lkey` and that holds [address, address + length).
+const Lmr *lmr_holding(const Ia &ia, DAT_LMR_CONTEXT lkey, DAT_VADDR address, DAT_VLEN length) {
+  for (const Object *o : ia.children) {
+    if (o->type != DAT_HANDLE_TYPE_LMR) continue;
+    const auto &lmr = static_cast<const Lmr &>(*o);
+    if (lmr.lmr_context == lkey && address >= lmr.registered_address &&
+        address - lmr.registered_address <= lmr.registered_length &&
+        length <= lmr.registered_length - (address - lmr.registered_address))
+      return &lmr;
+  }
+  return nullptr;
+}
+
 // A posted work request, until its completion is taken.
 struct Pending {
   Ep *ep = nullptr;
@@ -94,6 +195,7 @@ struct Pending {
   DAT_DTO_COOKIE cookie{};
   DAT_VLEN length = 0;
   DAT_DTOS operation = DAT_DTO_SEND;
+  std::optional<DAT_IB_EXT_TYPE> extension;  // of an IB extension request
   bool suppress = false;
   bool recv = false;
 };
@@ -103,6 +205,15 @@ class VerbsDataPath;
 // A QP whose posts answer DAT_NOT_IMPLEMENTED: an EP without a user-owned QP.
 class KernelQueuePair final : public QueuePair {
  public:
+  DAT_RETURN post_rdma_write_immed(DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE,
+                                   const DAT_RMR_TRIPLET *, DAT_UINT32,
+                                   DAT_COMPLETION_FLAGS) override {
+    return error(DAT_NOT_IMPLEMENTED);
+  }
+  DAT_RETURN post_atomic(AtomicOp, DAT_UINT64, DAT_UINT64, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE,
+                         const DAT_RMR_TRIPLET *, DAT_COMPLETION_FLAGS) override {
+    return error(DAT_NOT_IMPLEMENTED);
+  }
   DAT_RETURN post_send(DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE,
                        DAT_COMPLETION_FLAGS) override {
     return error(DAT_NOT_IMPLEMENTED);
@@ -125,21 +236,68 @@ class UserQueuePair final : public QueuePair {
  public:
   UserQueuePair(Ep &ep, VerbsDataPath &path) : ep_(ep), path_(path) {}
 
+  // The standard posts: segments, iov, cookie, flags (send, recv) or segments, iov, cookie,
+  // remote, flags (RDMA) after the EP.
   DAT_RETURN post_send(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                        DAT_COMPLETION_FLAGS flags) override {
-    return post(DAT_DTO_SEND, n, iov, cookie, nullptr, flags);
+    return post({.op = Op::send, .segments = n, .iov = iov, .cookie = cookie, .flags = flags});
   }
   DAT_RETURN post_recv(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                        DAT_COMPLETION_FLAGS flags) override {
-    return post(DAT_DTO_RECEIVE, n, iov, cookie, nullptr, flags);
+    return post({.op = Op::recv, .segments = n, .iov = iov, .cookie = cookie, .flags = flags});
   }
   DAT_RETURN post_rdma_read(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                             const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override {
-    return post(DAT_DTO_RDMA_READ, n, iov, cookie, remote, flags);
+    return post({.op = Op::rdma_read,
+                 .segments = n,
+                 .iov = iov,
+                 .cookie = cookie,
+                 .remote = remote,
+                 .flags = flags,
+                 .arg_flags = DAT_INVALID_ARG6});
   }
   DAT_RETURN post_rdma_write(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override {
-    return post(DAT_DTO_RDMA_WRITE, n, iov, cookie, remote, flags);
+    return post({.op = Op::rdma_write,
+                 .segments = n,
+                 .iov = iov,
+                 .cookie = cookie,
+                 .remote = remote,
+                 .flags = flags,
+                 .arg_flags = DAT_INVALID_ARG6});
+  }
+  // dat_extension_op's arguments: the EP is 1, the operation 2 (dat_ib_extensions.h's macros).
+  DAT_RETURN post_rdma_write_immed(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                                   const DAT_RMR_TRIPLET *remote, DAT_UINT32 immed,
+                                   DAT_COMPLETION_FLAGS flags) override {
+    return post({.op = Op::rdma_write_immed,
+                 .segments = n,
+                 .iov = iov,
+                 .cookie = cookie,
+                 .remote = remote,
+                 .flags = flags,
+                 .immed = immed,
+                 .arg_segments = DAT_INVALID_ARG3,
+                 .arg_iov = DAT_INVALID_ARG4,
+                 .arg_remote = DAT_INVALID_ARG6,
+                 .arg_flags = DAT_INVALID_ARG8});
+  }
+  DAT_RETURN post_atomic(AtomicOp op, DAT_UINT64 compare_add, DAT_UINT64 swap,
+                         DAT_LMR_TRIPLET *local, DAT_DTO_COOKIE cookie,
+                         const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override {
+    // compare-and-swap has one value more before the buffers than fetch-and-add
+    const bool cas = op == AtomicOp::compare_and_swap;
+    return post({.op = cas ? Op::compare_and_swap : Op::fetch_and_add,
+                 .segments = 1,
+                 .iov = local,
+                 .cookie = cookie,
+                 .remote = remote,
+                 .flags = flags,
+                 .compare_add = compare_add,
+                 .swap = swap,
+                 .arg_iov = cas ? DAT_INVALID_ARG5 : DAT_INVALID_ARG4,
+                 .arg_remote = cas ? DAT_INVALID_ARG7 : DAT_INVALID_ARG6,
+                 .arg_flags = cas ? DAT_INVALID_ARG8 : DAT_INVALID_ARG7});
   }
   [[nodiscard]] std::size_t outstanding_recv() const override { return recv_; }
   [[nodiscard]] std::size_t outstanding_request() const override { return request_; }
@@ -151,8 +309,9 @@ class UserQueuePair final : public QueuePair {
   void clear() { recv_ = request_ = 0; }
 
  private:
-  DAT_RETURN post(DAT_DTOS op, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                  const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags);
+  DAT_RETURN post(const Request &r);
+  // The checks only an atomic needs (see post()).
+  void check_atomic(const Request &r);
 
   Ep &ep_;
   VerbsDataPath &path_;
@@ -200,6 +359,7 @@ class VerbsDataPath final : public DataPath {
     l.max_qp_rd_atom = d.max_qp_rd_atom;
     l.max_qp_init_rd_atom = d.max_qp_init_rd_atom;
     l.max_msg_sz = msg;
+    l.atomics = d.atomic_cap != IBV_ATOMIC_NONE;
     limits_ = l;
     return limits_;
   }
@@ -216,6 +376,8 @@ class VerbsDataPath final : public DataPath {
     q.max_send_sge =
         std::max<std::uint32_t>(k.max_request_iov != 0 ? k.max_request_iov : kDefaultIov, 1);
     (void)attr;
+    // The peer's atomics (dat_ib_post_cmp_and_swap, _fetch_and_add) need the QP's permission too.
+    q.remote_atomic = true;
     if (recv != nullptr) q.recv_cq = cq_for(*recv).cq;
     if (request != nullptr) q.send_cq = cq_for(*request).cq;
     return kdat::UserEndpoint(ia_.kernel, *verbs_, *connect.kernel, q);
@@ -325,19 +487,54 @@ class VerbsDataPath final : public DataPath {
   std::size_t take(Evd &evd, const ibv_wc &wc) {
     const auto it = pending_.find(wc.wr_id);
     if (it == pending_.end()) return 0;  // of an EP freed or reset meanwhile
-    const Pending p = it->second;
+    Pending p = it->second;
     pending_.erase(it);
+    ++evd.counters[DCNT_EVD_DTO_CALLBACK];
     if (p.ep->qp) static_cast<UserQueuePair &>(*p.ep->qp).completed(p.recv);
-    if (p.suppress && wc.status == IBV_WC_SUCCESS) return 0;
+    const bool ok = wc.status == IBV_WC_SUCCESS;
+    // A receive is an extension's when the peer's request carried immediate data (the opcode
+    // and flags of a completion in error mean nothing).
+    bool immed = false;
+    if (p.recv && ok) {
+      auto &c = p.ep->counters;
+      if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        ++c[DCNT_EP_RECV_RDMA_IMM];
+        c[DCNT_EP_RECV_RDMA_IMM_DATA] += wc.byte_len;
+        p.extension = DAT_IB_RDMA_WRITE_IMMED_DATA;
+        p.operation = static_cast<DAT_DTOS>(DAT_IB_DTO_RECV_IMMED);
+        immed = true;
+      } else if (wc.wc_flags & IBV_WC_WITH_IMM) {
+        ++c[DCNT_EP_RECV_IMM];
+        c[DCNT_EP_RECV_IMM_DATA] += wc.byte_len;
+        p.extension = DAT_IB_RECV_IMMED_DATA;
+        p.operation = static_cast<DAT_DTOS>(DAT_IB_DTO_RECV_MSG_IMMED);
+        immed = true;
+      } else {
+        ++c[DCNT_EP_RECV];
+        c[DCNT_EP_RECV_DATA] += wc.byte_len;
+      }
+    }
+    if (p.suppress && ok) return 0;
     DAT_EVENT event{};
-    event.event_number = DAT_DTO_COMPLETION_EVENT;
+    event.event_number =
+        p.extension ? static_cast<DAT_EVENT_NUMBER>(DAT_IB_DTO_EVENT) : DAT_DTO_COMPLETION_EVENT;
     event.evd_handle = evd.handle;
     auto &data = event.event_data.dto_completion_event_data;
     data.ep_handle = p.ep->handle;
     data.user_cookie = p.cookie;
     data.status = to_dat(wc.status);
     data.operation = p.operation;
-    data.transfered_length = p.recv ? (wc.status == IBV_WC_SUCCESS ? wc.byte_len : 0) : p.length;
+    data.transfered_length = p.recv ? (ok ? wc.byte_len : 0) : p.length;
+    if (p.extension) {
+      DAT_IB_EXTENSION_EVENT_DATA ext{};
+      ext.type = *p.extension;
+      ext.status = ok ? DAT_OP_SUCCESS : DAT_IB_OP_ERR;
+      // As libdaplofa, the 32 bits go into and come out of the work request unchanged, so
+      // either provider reads the other's immediate data.
+      if (immed) ext.val.immed.data = wc.imm_data;
+      static_assert(sizeof(ext) <= sizeof(event.event_extension_data));
+      std::memcpy(event.event_extension_data, &ext, sizeof(ext));
+    }
     evd.local.push_back(event);
     return 1;
   }
@@ -364,10 +561,8 @@ class VerbsDataPath final : public DataPath {
   std::uint64_t next_id_ = 0;
 };
 
-DAT_RETURN UserQueuePair::post(DAT_DTOS op, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
-                               DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-                               DAT_COMPLETION_FLAGS flags) {
-  const bool recv = op == DAT_DTO_RECEIVE;
+DAT_RETURN UserQueuePair::post(const Request &r) {
+  const bool recv = r.op == Op::recv;
   const kdat::EpState state = ep_.kernel().state();
   if (recv) {
     // Receives may be posted before the connection (DAT), not once it has ended.
@@ -382,24 +577,26 @@ DAT_RETURN UserQueuePair::post(DAT_DTOS op, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
   if (evd == nullptr)
     fail(DAT_INVALID_STATE,
          recv ? DAT_INVALID_STATE_EP_EVD_RECV : DAT_INVALID_STATE_EP_EVD_REQUEST);
+  const DAT_COUNT n = r.segments;
   const DAT_COUNT max_iov = recv ? ep_.attr.max_recv_iov : ep_.attr.max_request_iov;
-  if (n < 0 || n > max_iov) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-  if (n > 0 && iov == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-  const bool rdma = op == DAT_DTO_RDMA_READ || op == DAT_DTO_RDMA_WRITE;
-  if (rdma && remote == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+  if (n < 0 || n > max_iov) fail(DAT_INVALID_PARAMETER, r.arg_segments);
+  if (n > 0 && r.iov == nullptr) fail(DAT_INVALID_PARAMETER, r.arg_iov);
+  const bool to_remote = r.op != Op::send && !recv;
+  if (to_remote && r.remote == nullptr) fail(DAT_INVALID_PARAMETER, r.arg_remote);
   constexpr DAT_COMPLETION_FLAGS known = static_cast<DAT_COMPLETION_FLAGS>(
       DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG |
       DAT_COMPLETION_UNSIGNALLED_FLAG | DAT_COMPLETION_BARRIER_FENCE_FLAG |
       DAT_COMPLETION_EVD_THRESHOLD_FLAG);
-  if ((flags & ~known) != 0)
-    fail(DAT_INVALID_PARAMETER, rdma ? DAT_INVALID_ARG6 : DAT_INVALID_ARG5);
+  if ((r.flags & ~known) != 0) fail(DAT_INVALID_PARAMETER, r.arg_flags);
   // An EP with no outstanding RDMA read allowed (max_rdma_read_out 0: the QP's max_rd_atomic)
-  // would accept the read and never complete it.  dat_ep_post_rdma_read's return values name
-  // DAT_INVALID_STATE for the EP's connection state only and DAT_LENGTH_ERROR for buffer sizes;
-  // this is a resource limit ("failed due to resource limitations"), as for max_request_dtos:
-  // DAT_INSUFFICIENT_RESOURCES, subtype the RDMA read credits.
-  if (op == DAT_DTO_RDMA_READ && ep_.attr.max_rdma_read_out <= 0)
+  // would accept the read and never complete it; atomics take the same initiator resources.
+  // dat_ep_post_rdma_read's return values name DAT_INVALID_STATE for the EP's connection state
+  // only and DAT_LENGTH_ERROR for buffer sizes; this is a resource limit ("failed due to
+  // resource limitations"), as for max_request_dtos: DAT_INSUFFICIENT_RESOURCES, subtype the
+  // RDMA read credits.
+  if ((r.op == Op::rdma_read || is_atomic(r.op)) && ep_.attr.max_rdma_read_out <= 0)
     fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_CREDITS);
+  if (is_atomic(r.op)) check_atomic(r);
   // Reap finished requests (suppressed ones included) before counting what is outstanding.
   (void)path_.poll_completions(*evd);
   const std::size_t max_dtos =
@@ -409,19 +606,20 @@ DAT_RETURN UserQueuePair::post(DAT_DTOS op, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
   std::vector<ibv_sge> sge(static_cast<std::size_t>(n));
   DAT_VLEN length = 0;
   for (DAT_COUNT i = 0; i < n; ++i) {
-    if (iov[i].segment_length > UINT32_MAX) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-    sge[i].addr = iov[i].virtual_address;
-    sge[i].length = static_cast<std::uint32_t>(iov[i].segment_length);
-    sge[i].lkey = iov[i].lmr_context;
-    length += iov[i].segment_length;
+    if (r.iov[i].segment_length > UINT32_MAX) fail(DAT_INVALID_PARAMETER, r.arg_iov);
+    sge[i].addr = r.iov[i].virtual_address;
+    sge[i].length = static_cast<std::uint32_t>(r.iov[i].segment_length);
+    sge[i].lkey = r.iov[i].lmr_context;
+    length += r.iov[i].segment_length;
   }
   Pending p;
   p.ep = &ep_;
   p.evd = evd;
-  p.cookie = cookie;
+  p.cookie = r.cookie;
   p.length = length;
-  p.operation = op;
-  p.suppress = (flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0;
+  p.operation = reported(r.op);
+  p.extension = extension_of(r.op);
+  p.suppress = (r.flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0;
   p.recv = recv;
   const std::uint64_t id = path_.remember(p);
   int rc = 0;
@@ -438,26 +636,50 @@ DAT_RETURN UserQueuePair::post(DAT_DTOS op, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
     wr.wr_id = id;
     wr.sg_list = sge.data();
     wr.num_sge = n;
+    wr.opcode = opcode_of(r.op);
     wr.send_flags = IBV_SEND_SIGNALED;
-    if (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG) wr.send_flags |= IBV_SEND_SOLICITED;
-    if (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG) wr.send_flags |= IBV_SEND_FENCE;
-    wr.opcode = op == DAT_DTO_SEND         ? IBV_WR_SEND
-                : op == DAT_DTO_RDMA_WRITE ? IBV_WR_RDMA_WRITE
-                                           : IBV_WR_RDMA_READ;
-    if (rdma) {
-      wr.wr.rdma.remote_addr = remote->virtual_address;
-      wr.wr.rdma.rkey = remote->rmr_context;
+    if (r.flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG) wr.send_flags |= IBV_SEND_SOLICITED;
+    if (r.flags & DAT_COMPLETION_BARRIER_FENCE_FLAG) wr.send_flags |= IBV_SEND_FENCE;
+    if (is_atomic(r.op)) {
+      wr.wr.atomic.remote_addr = r.remote->virtual_address;
+      wr.wr.atomic.rkey = r.remote->rmr_context;
+      wr.wr.atomic.compare_add = r.compare_add;
+      wr.wr.atomic.swap = r.swap;
+    } else if (to_remote) {
+      wr.wr.rdma.remote_addr = r.remote->virtual_address;
+      wr.wr.rdma.rkey = r.remote->rmr_context;
     }
+    // As libdaplofa: the consumer's 32 bits unchanged (see take()).
+    if (r.op == Op::rdma_write_immed) wr.imm_data = r.immed;
     rc = ibv_post_send(ep_.user->qp(), &wr, &bad);
   }
   if (rc != 0) {
     path_.drop(id);
     if (rc == ENOMEM) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
-    if (rc == EINVAL) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (rc == EINVAL) fail(DAT_INVALID_PARAMETER, r.arg_segments);
     fail(DAT_INTERNAL_ERROR);
   }
   ++(recv ? recv_ : request_);
+  count_post(ep_, r.op, length);
   return DAT_SUCCESS;
+}
+
+// An atomic that verbs would take but that could only complete in error is refused here: the
+// device must have atomics, the original value is 8 bytes written into an LMR of this IA that
+// allows local writes, and the remote address is 8-aligned (IB atomics work on aligned 64-bit
+// words; rxe answers a misaligned one with an error).  Whether the peer's memory allows remote
+// atomics only the peer knows: if not, the request completes with DAT_DTO_ERR_REMOTE_ACCESS.
+void UserQueuePair::check_atomic(const Request &r) {
+  const auto limits = path_.device_limits();
+  if (!limits || !limits->atomics) fail(DAT_NOT_IMPLEMENTED);
+  const DAT_LMR_TRIPLET &local = r.iov[0];
+  if (local.segment_length != sizeof(std::uint64_t)) fail(DAT_LENGTH_ERROR);
+  const Lmr *lmr =
+      lmr_holding(*ep_.ia, local.lmr_context, local.virtual_address, local.segment_length);
+  if (lmr == nullptr || (access_flags(lmr->privileges) & IBV_ACCESS_LOCAL_WRITE) == 0)
+    fail(DAT_PRIVILEGES_VIOLATION, DAT_PRIVILEGES_WRITE);
+  if (r.remote->virtual_address % sizeof(std::uint64_t) != 0)
+    fail(DAT_INVALID_PARAMETER, r.arg_remote);
 }
 
 }  // namespace

@@ -17,6 +17,9 @@
 
 namespace kdat::dapl {
 
+// The atomics of the IB extensions (dat_ib_post_cmp_and_swap, dat_ib_post_fetch_and_add).
+enum class AtomicOp { compare_and_swap, fetch_and_add };
+
 // Per EP: the queue pair DTOs are posted to.
 class QueuePair {
  public:
@@ -30,6 +33,16 @@ class QueuePair {
   virtual DAT_RETURN post_rdma_write(DAT_COUNT segments, DAT_LMR_TRIPLET *iov,
                                      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
                                      DAT_COMPLETION_FLAGS flags) = 0;
+  // dat_ib_post_rdma_write_immed: an RDMA write whose 32-bit immediate data completes a receive
+  // at the peer (DAT_IB_DTO_EVENT, DAT_IB_RDMA_WRITE_IMMED_DATA there).
+  virtual DAT_RETURN post_rdma_write_immed(DAT_COUNT segments, DAT_LMR_TRIPLET *iov,
+                                           DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+                                           DAT_UINT32 immed, DAT_COMPLETION_FLAGS flags) = 0;
+  // An atomic on the 8 bytes at `remote`; their value before it lands in `local` (8 bytes).
+  // compare_add: the value compared (compare-and-swap) or added; swap: the value stored if equal.
+  virtual DAT_RETURN post_atomic(AtomicOp op, DAT_UINT64 compare_add, DAT_UINT64 swap,
+                                 DAT_LMR_TRIPLET *local, DAT_DTO_COOKIE cookie,
+                                 const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) = 0;
   // Posted receives / requests whose completions have not been taken from the CQ yet.
   [[nodiscard]] virtual std::size_t outstanding_recv() const { return 0; }
   [[nodiscard]] virtual std::size_t outstanding_request() const { return 0; }
@@ -64,6 +77,7 @@ struct DeviceLimits {
   std::int32_t max_qp_init_rd_atom = 0;
   std::uint32_t max_msg_sz = 0;
   std::uint32_t active_mtu = 0;  // bytes; 0: unknown
+  bool atomics = false;          // compare-and-swap and fetch-and-add (atomic_cap not NONE)
 };
 
 struct MemoryKeys {

@@ -122,6 +122,28 @@ void pump_connects(Ia &ia, const Evd *self, std::vector<pollfd> *fds) {
   }
 }
 
+// The IA's CM counters of a connection event: how connections were made, refused or lost.
+void count_connection_event(Ia &ia, const Ep *ep, DAT_EVENT_NUMBER number) {
+  auto &c = ia.counters;
+  switch (number) {
+    case DAT_CONNECTION_EVENT_ESTABLISHED:
+      ++c[ep != nullptr && ep->active ? DCNT_IA_CM_ACTIVE_EST : DCNT_IA_CM_PASSIVE_EST];
+      break;
+    case DAT_CONNECTION_EVENT_PEER_REJECTED: ++c[DCNT_IA_CM_USER_REJ_RX]; break;
+    case DAT_CONNECTION_EVENT_NON_PEER_REJECTED:
+      ++c[DCNT_IA_CM_ERR];
+      ++c[DCNT_IA_CM_ERR_REFUSED];
+      break;
+    case DAT_CONNECTION_EVENT_TIMED_OUT:
+      ++c[DCNT_IA_CM_ERR];
+      ++c[DCNT_IA_CM_ERR_TIMEOUT];
+      break;
+    case DAT_CONNECTION_EVENT_BROKEN:
+    case DAT_CONNECTION_EVENT_UNREACHABLE: ++c[DCNT_IA_CM_ERR]; break;
+    default: break;
+  }
+}
+
 }  // namespace
 
 void watch_connect(Ep &ep) {
@@ -194,6 +216,7 @@ DAT_RETURN evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE cn
     evd.wake = std::move(wake);
     evd.kernel = std::move(kernel);
     if (evd.kernel) ia.evds[evd.kernel->handle()] = &evd;
+    ++ia.counters[DCNT_IA_EVD_CREATE];
     if (cno != nullptr) {
       evd.cno = cno;
       cno->evds.insert(&evd);
@@ -266,6 +289,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
     if (!evd.waitable) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
     if (evd.waiters > 0) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
     const auto keep = share(handle);  // alive while the lock is dropped
+    ++evd.counters[DCNT_EVD_WAIT];
     ++evd.waiters;
     struct Leave {
       Evd &e;
@@ -284,6 +308,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
       std::vector<pollfd> fds;
       append_fds(evd, fds);
       pump_connects(*evd.ia, &evd, &fds);
+      ++evd.counters[DCNT_EVD_WAIT_BLOCKED];
       lock.unlock();
       bool slept = false;
       try {
@@ -294,6 +319,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
       }
       lock.lock();
       if (!slept) fail(DAT_TIMEOUT_EXPIRED);
+      ++evd.counters[DCNT_EVD_WAIT_NOTIFY];  // woken before the deadline
       drain(evd.wake.get());
       // The ring's fd stays readable once the kernel counted an overflow; if it woke us with
       // nothing in the ring, sleep in the kernel (which reports the overflow once) for a slice.
@@ -329,17 +355,24 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT *event) {
     auto lock = lock_provider();
     auto &evd = lookup_as<Evd>(handle, DAT_INVALID_HANDLE_EVD_REQUEST);
     if (event == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    ++evd.counters[DCNT_EVD_DEQUEUE];
     pump_connects(*evd.ia, &evd, nullptr);
-    (void)evd.ia->data_path->poll_completions(evd);
+    // As libdaplofa: an EVD that has a CQ (any flag besides SOFTWARE, CONNECTION and CR; not
+    // the async EVD) answers a bare DAT_QUEUE_EMPTY, the others DAT_QUEUE_EMPTY with the
+    // error class.  dtest -p polls its DTO EVDs with `== DAT_QUEUE_EMPTY`.
+    constexpr int no_cq = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CONNECTION_FLAG | DAT_EVD_CR_FLAG;
+    const bool has_cq = (evd.flags & DAT_EVD_ASYNC_FLAG) == 0 && (evd.flags & ~no_cq) != 0;
+    const std::size_t polled = evd.ia->data_path->poll_completions(evd);
+    if (has_cq) {
+      ++evd.counters[DCNT_EVD_DEQUEUE_POLL];
+      if (polled > 0) ++evd.counters[DCNT_EVD_DEQUEUE_POLL_FOUND];
+    }
     if (!take(evd, *event)) {
+      ++evd.counters[DCNT_EVD_DEQUEUE_NOT_FOUND];
       yield = evd.kernel.has_value();
-      // As libdaplofa: an EVD that has a CQ (any flag besides SOFTWARE, CONNECTION and CR; not
-      // the async EVD) answers a bare DAT_QUEUE_EMPTY, the others DAT_QUEUE_EMPTY with the
-      // error class.  dtest -p polls its DTO EVDs with `== DAT_QUEUE_EMPTY`.
-      constexpr int no_cq = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CONNECTION_FLAG | DAT_EVD_CR_FLAG;
-      const bool has_cq = (evd.flags & DAT_EVD_ASYNC_FLAG) == 0 && (evd.flags & ~no_cq) != 0;
       return has_cq ? static_cast<DAT_RETURN>(DAT_QUEUE_EMPTY) : error(DAT_QUEUE_EMPTY);
     }
+    ++evd.counters[DCNT_EVD_DEQUEUE_FOUND];
     return DAT_SUCCESS;
   });
   if (yield) sched_yield();
@@ -384,6 +417,7 @@ DAT_RETURN evd_free(DAT_EVD_HANDLE handle) {
     if (evd.waiters > 0) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
     if (evd.users > 0 || evd.ia->async_evd == &evd)
       fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
+    ++evd.ia->counters[DCNT_IA_EVD_FREE];
     free_evd(evd);
     return DAT_SUCCESS;
   });
@@ -494,6 +528,8 @@ void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out) {
   std::memset(&out, 0, sizeof(out));
   out.event_number = static_cast<DAT_EVENT_NUMBER>(event.number);
   out.evd_handle = evd.handle;
+  if (event.is_connection_request() || event.is_connection_event())
+    ++evd.counters[DCNT_EVD_CONN_CALLBACK];
   auto find_ep = [&](std::uint32_t k) -> Ep * {
     const auto it = ia.eps.find(k);
     return it != ia.eps.end() ? it->second : nullptr;
@@ -516,6 +552,8 @@ void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out) {
       }
       cr.ep = ep->handle;
     }
+    ++ia.counters[DCNT_IA_SP_CR];
+    ++ia.counters[DCNT_IA_CM_REQ_RX];
     auto &data = out.event_data.cr_arrival_event_data;
     data.sp_handle.psp_handle = cr.sp;
     data.local_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ia.address);
@@ -524,6 +562,7 @@ void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out) {
     data.truncate_flag = DAT_FALSE;
   } else if (event.is_connection_event()) {
     Ep *ep = find_ep(event.ep);
+    count_connection_event(ia, ep, out.event_number);
     auto &data = out.event_data.connect_event_data;
     if (ep != nullptr) {
       ep->event_private_data = event.private_data;

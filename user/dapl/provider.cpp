@@ -30,6 +30,12 @@ const Instance *find_instance(const char *name) {
   return nullptr;
 }
 
+const Instance &instance_named(const char *name) {
+  const Instance *inst = find_instance(name);
+  if (inst == nullptr) fail(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
+  return *inst;
+}
+
 // dat.conf ia_params: "NETDEV|IP [device=PATH]".
 struct Params {
   std::string interface;
@@ -98,17 +104,13 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
     if (name == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
     if (async_evd == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     if (ia_handle == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
-    const Instance *inst = find_instance(name);
-    if (inst == nullptr) fail(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
-    const Params params = parse_params(inst->params);
     // Each IA makes its own async EVD; sharing another IA's is not offered (README).
     if (*async_evd != DAT_HANDLE_NULL && *async_evd != DAT_EVD_ASYNC_EXISTS) {
+      (void)parse_params(instance_named(name).params);  // an unusable entry fails first
       (void)lookup_as<Evd>(*async_evd, DAT_INVALID_HANDLE_EVD_ASYNC);
       fail(DAT_NOT_IMPLEMENTED);
     }
-    auto object = std::make_shared<Ia>(*inst, kdat::Device(params.device), params.interface);
-    Ia &ia = *object;
-    publish(*inst, DAT_HANDLE_TYPE_IA, std::move(object));
+    Ia &ia = open_ia(name);
     try {
       if (*async_evd == DAT_HANDLE_NULL) {
         ia.async_evd = &make_async_evd(ia, async_qlen);
@@ -137,15 +139,7 @@ DAT_RETURN ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags) {
         fail(DAT_INVALID_STATE, DAT_INVALID_STATE_IA_IN_USE);
       }
     }
-    for (Object *o : ia.children) {
-      if (o->type == DAT_HANDLE_TYPE_EVD && static_cast<Evd *>(o)->waiters > 0)
-        fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
-      if (o->type == DAT_HANDLE_TYPE_CNO && static_cast<Cno *>(o)->waiters > 0)
-        fail(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE);
-    }
-    free_children(ia);
-    ia.kernel.close(kdat::CloseMode::abrupt);
-    retire(ia.handle);
+    close_ia(ia);
     return DAT_SUCCESS;
   });
 }
@@ -195,7 +189,10 @@ void fill_ia_attr(const Ia &ia, const std::optional<DeviceLimits> &d, DAT_IA_ATT
   a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
   a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
   a.zb_supported = DAT_FALSE;
-  a.extension_supported = DAT_EXTENSION_NONE;
+  // dat_ib_extensions.h's calls (extensions.cpp); which of them work is named in the provider
+  // attributes.  libdat2 passes dat_extension_op through only for a provider that says so here.
+  a.extension_supported = DAT_EXTENSION_IB;
+  a.extension_version = DAT_IB_EXTENSION_VERSION;
 }
 
 void fill_provider_attr(Ia &ia, const std::optional<DeviceLimits> &d, DAT_PROVIDER_ATTR &a) {
@@ -230,12 +227,21 @@ void fill_provider_attr(Ia &ia, const std::optional<DeviceLimits> &d, DAT_PROVID
   // only for a provider that names RDMA read here.  The data path (user-owned RC QPs) has it.
   // DAT_IB_TRANSPORT_MTU (the port's active MTU in bytes, as libdaplofa names it) sizes
   // dtestsrq's buffers when it is given no -b.
+  // The IB extensions, named as libdaplofa names them (dtestx runs its atomics only for a TRUE
+  // DAT_IB_CMP_AND_SWAP/DAT_IB_FETCH_AND_ADD, its counters for a DAT_COUNTERS of any value):
+  // immediate data and atomics need the data path (user QPs), atomics also the device's support.
+  // UD (DAT_IB_UD) is not offered: ep_create refuses DAT_IB_SERVICE_TYPE_UD.
   std::size_t n = 0;
   ia.provider_specific[n++] = {"DAT_IB_RDMA_READ", "TRUE"};
   if (d && d->active_mtu != 0) {
     if (ia.transport_mtu.empty()) ia.transport_mtu = std::to_string(d->active_mtu);
     ia.provider_specific[n++] = {"DAT_IB_TRANSPORT_MTU", ia.transport_mtu.c_str()};
   }
+  ia.provider_specific[n++] = {"DAT_EXTENSION_INTERFACE", "TRUE"};
+  ia.provider_specific[n++] = {DAT_IB_ATTR_IMMED_DATA, d ? "TRUE" : "FALSE"};
+  ia.provider_specific[n++] = {DAT_IB_ATTR_FETCH_AND_ADD, d && d->atomics ? "TRUE" : "FALSE"};
+  ia.provider_specific[n++] = {DAT_IB_ATTR_CMP_AND_SWAP, d && d->atomics ? "TRUE" : "FALSE"};
+  ia.provider_specific[n++] = {DAT_IB_ATTR_COUNTERS, "TRUE"};
   a.num_provider_specific_attr = static_cast<DAT_COUNT>(n);
   a.provider_specific_attr = ia.provider_specific.data();
 }
@@ -251,13 +257,7 @@ DAT_RETURN ia_query(DAT_IA_HANDLE handle, DAT_EVD_HANDLE *async_evd, DAT_IA_ATTR
       fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
     if (async_evd != nullptr)
       *async_evd = ia.async_evd != nullptr ? ia.async_evd->handle : DAT_HANDLE_NULL;
-    const auto limits =
-        (ia_attr != nullptr && ia_mask != 0) || (provider_attr != nullptr && provider_mask != 0)
-            ? ia.data_path->device_limits()
-            : std::nullopt;
-    if (ia_attr != nullptr && ia_mask != 0) fill_ia_attr(ia, limits, *ia_attr);
-    if (provider_attr != nullptr && provider_mask != 0)
-      fill_provider_attr(ia, limits, *provider_attr);
+    query_ia(ia, ia_mask, ia_attr, provider_mask, provider_attr);
     return DAT_SUCCESS;
   });
 }
@@ -298,6 +298,7 @@ DAT_RETURN pz_create(DAT_IA_HANDLE handle, DAT_PZ_HANDLE *pz) {
     auto domain = ia.data_path->make_protection_domain();
     auto &made = make_child<Pz>(ia);
     made.pd = std::move(domain);
+    ++ia.counters[DCNT_IA_PZ_CREATE];
     *pz = made.handle;
     return DAT_SUCCESS;
   });
@@ -319,12 +320,43 @@ DAT_RETURN pz_free(DAT_PZ_HANDLE handle) {
     auto lock = lock_provider();
     auto &pz = lookup_as<Pz>(handle, DAT_INVALID_HANDLE_PZ);
     if (pz.users > 0) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_PZ_IN_USE);
+    ++pz.ia->counters[DCNT_IA_PZ_FREE];
     drop_child(pz);
     return DAT_SUCCESS;
   });
 }
 
 }  // namespace
+
+Ia &open_ia(const char *name) {
+  const Instance &inst = instance_named(name);
+  const Params params = parse_params(inst.params);
+  auto object = std::make_shared<Ia>(inst, kdat::Device(params.device), params.interface);
+  Ia &ia = *object;
+  publish(inst, DAT_HANDLE_TYPE_IA, std::move(object));
+  return ia;
+}
+
+void close_ia(Ia &ia) {
+  for (Object *o : ia.children) {
+    if (o->type == DAT_HANDLE_TYPE_EVD && static_cast<Evd *>(o)->waiters > 0)
+      fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+    if (o->type == DAT_HANDLE_TYPE_CNO && static_cast<Cno *>(o)->waiters > 0)
+      fail(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE);
+  }
+  free_children(ia);
+  ia.kernel.close(kdat::CloseMode::abrupt);
+  retire(ia.handle);
+}
+
+void query_ia(Ia &ia, DAT_IA_ATTR_MASK ia_mask, DAT_IA_ATTR *ia_attr,
+              DAT_PROVIDER_ATTR_MASK provider_mask, DAT_PROVIDER_ATTR *provider_attr) {
+  const bool want_ia = ia_attr != nullptr && ia_mask != 0;
+  const bool want_provider = provider_attr != nullptr && provider_mask != 0;
+  const auto limits = want_ia || want_provider ? ia.data_path->device_limits() : std::nullopt;
+  if (want_ia) fill_ia_attr(ia, limits, *ia_attr);
+  if (want_provider) fill_provider_attr(ia, limits, *provider_attr);
+}
 
 Ia::Ia(const Instance &inst, kdat::Device dev, std::string_view name)
     : instance(&inst), device(std::move(dev)), kernel(device, name) {
@@ -395,7 +427,7 @@ void fill_provider_table(DAT_PROVIDER &p) {
   fill_evd_table(p);
   fill_connection_table(p);
   fill_data_table(p);
-  // Not offered (README lists them): SRQs, CSPs, HA, extensions.
+  // Not offered (README lists them): SRQs, CSPs, HA.
   KDAT_NOT_IMPLEMENTED(p, ep_create_with_srq_func);
   KDAT_NOT_IMPLEMENTED(p, ep_recv_query_func);
   KDAT_NOT_IMPLEMENTED(p, ep_set_watermark_func);
@@ -410,9 +442,7 @@ void fill_provider_table(DAT_PROVIDER &p) {
   KDAT_NOT_IMPLEMENTED(p, csp_free_func);
   KDAT_NOT_IMPLEMENTED(p, ep_common_connect_func);
   KDAT_NOT_IMPLEMENTED(p, ia_ha_related_func);
-#ifdef DAT_EXTENSIONS
-  KDAT_NOT_IMPLEMENTED(p, handle_extendedop_func);
-#endif
+  fill_extension_table(p);
 }
 
 }  // namespace kdat::dapl

@@ -13,11 +13,15 @@
 // Everything that moves data is behind DataPath (data_path.hpp), one per IA.
 #pragma once
 
-#include <dat2/udat.h>
-// (dat_registry.h needs udat.h first)
-#include <dat2/dat_registry.h>
+// The DAT headers take what they need from their includer: the socket types
+// (dat_ib_extensions.h: sockaddr_in6) and udat.h (dat_registry.h, dat_ib_extensions.h).
 #include <netinet/in.h>
 #include <sys/socket.h>
+// (after the socket types)
+#include <dat2/udat.h>
+// (after udat.h)
+#include <dat2/dat_ib_extensions.h>
+#include <dat2/dat_registry.h>
 
 #include <array>
 #include <cstddef>
@@ -42,6 +46,10 @@ inline constexpr DAT_RETURN error(DAT_RETURN type, DAT_RETURN subtype = 0) {
   return DAT_CLASS_ERROR | type | subtype;
 }
 
+// The IB extension's memory privilege, remote atomics, as one of DAT's (another enumeration).
+inline constexpr auto kPrivRemoteAtomic =
+    static_cast<DAT_MEM_PRIV_FLAGS>(DAT_IB_MEM_PRIV_REMOTE_ATOMIC);
+
 // A failure carrying a DAT return code, thrown inside the provider and turned into the return
 // value at the C boundary (guard()).
 struct Failure {
@@ -61,6 +69,12 @@ struct Instance {
 };
 
 struct Ia;
+
+// The IB extension's counters of an IA, EP or EVD (dat_ib_extensions.h: DCNT_IA_*, DCNT_EP_*,
+// DCNT_EVD_*), for dat_ib_query_counters and dat_ib_print_counters.  Counted where the provider
+// sees the thing happen (README: "IB extensions"); the others stay 0.
+template <std::size_t N>
+using Counters = std::array<std::uint64_t, N>;
 
 struct Object {
   Object() = default;
@@ -132,6 +146,7 @@ struct Evd : Object {
   int users = 0;       // EPs, PSPs and RSPs that feed it, IA async
   int waiters = 0;     // threads in evd_wait
   int connecting = 0;  // user EPs whose active connect waits on this EVD (pump_connects)
+  Counters<DCNT_EVD_ALL_COUNTERS> counters{};
 };
 
 struct Ep : Object {
@@ -153,6 +168,8 @@ struct Ep : Object {
   Evd *pumped = nullptr;                      // connect_evd while counted in its `connecting`
   sockaddr_storage local_address{};
   sockaddr_storage remote_address{};
+  bool active = false;  // its connection was asked for by ep_connect/dup_connect (the counters)
+  Counters<DCNT_EP_ALL_COUNTERS> counters{};
 };
 
 struct Psp : Object {
@@ -221,7 +238,8 @@ struct Ia : Object {
   // ia_query's provider-specific attributes: the consumer keeps pointers into them while the
   // IA is open, so they live here.
   std::string transport_mtu;
-  std::array<DAT_NAMED_ATTR, 2> provider_specific{};
+  std::array<DAT_NAMED_ATTR, 8> provider_specific{};
+  Counters<DCNT_IA_ALL_COUNTERS> counters{};
 };
 
 // Creates a child object of `ia`, publishes it, and returns it.
@@ -276,6 +294,16 @@ void free_ep(Ep &ep);
 // Wraps a kernel EP the provider made for a provider-flag PSP.
 Ep &adopt_ep(Ia &ia, std::uint32_t handle);
 
+// The IA calls the IB extension's open and close query share with dat_ia_open/close (provider.cpp);
+// the caller holds the provider lock.
+// A new IA of the dat.conf entry named `name`, without an async EVD (Failure as dat_ia_open).
+Ia &open_ia(const char *name);
+// Frees everything `ia` owns and closes it (abrupt); refused while a thread waits on its EVDs.
+void close_ia(Ia &ia);
+// dat_ia_query's attributes of `ia` (masks 0: not filled).
+void query_ia(Ia &ia, DAT_IA_ATTR_MASK ia_mask, DAT_IA_ATTR *ia_attr,
+              DAT_PROVIDER_ATTR_MASK provider_mask, DAT_PROVIDER_ATTR *provider_attr);
+
 // Answers DAT_NOT_IMPLEMENTED with the signature of the table slot it fills.
 template <typename F>
 struct NotImplemented;
@@ -290,5 +318,6 @@ void fill_provider_table(DAT_PROVIDER &provider);
 void fill_evd_table(DAT_PROVIDER &p);
 void fill_connection_table(DAT_PROVIDER &p);
 void fill_data_table(DAT_PROVIDER &p);
+void fill_extension_table(DAT_PROVIDER &p);
 
 }  // namespace kdat::dapl

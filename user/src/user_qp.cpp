@@ -132,6 +132,7 @@ struct UserEndpoint::Impl final : detail::UserQpHook {
   // QP state changes: the thread taking events and the caller's disconnect/reset/accept.
   std::recursive_mutex qp_mutex;
   ibv_qp_state known = IBV_QPS_RESET;  // the last state libkdat applied
+  int extra_access = 0;                // IBV_ACCESS_* the application adds to the kernel's
 
   Impl() = default;
   Impl(const Impl &) = delete;
@@ -156,6 +157,7 @@ struct UserEndpoint::Impl final : detail::UserQpHook {
     arg.qp_state = qp_state;
     detail::ioctl_checked(state->file.get(), KDAT_IOC_UQP_ATTR, arg, "uqp_attr");
     ibv_qp_attr attr = to_ibv(arg);
+    if (arg.attr_mask & IBV_QP_ACCESS_FLAGS) attr.qp_access_flags |= extra_access;
     const int rc = ibv_modify_qp(qp, &attr, static_cast<int>(arg.attr_mask));
     if (rc != 0) {
       throw Error({KDAT_DAT_CLASS_ERROR | KDAT_DAT_INTERNAL_ERROR},
@@ -215,6 +217,7 @@ UserEndpoint::UserEndpoint(const Ia &ia, const Verbs &verbs, const Evd &connect_
     : impl_(std::make_unique<Impl>()) {
   Impl &m = *impl_;
   m.state = ia.device();
+  m.extra_access = attributes.remote_atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0;
   m.send_cq = attributes.send_cq;
   if (m.send_cq == nullptr) {
     m.send_cq = ibv_create_cq(verbs.context(), static_cast<int>(attributes.max_send_wr), nullptr,

@@ -3,7 +3,9 @@
  * and checks the answers: connection management in one process (PSP, RSP, provider PSP, accept,
  * reject, dup_connect, disconnect) and the error paths (bad, stale and wrong-type handles, bad
  * parameters, state errors) and the data path over a connected pair (send/recv, RDMA write and
- * read checked byte for byte, flushed receives before DISCONNECTED on a shared EVD).  Run by
+ * read checked byte for byte, flushed receives before DISCONNECTED on a shared EVD), and the IB
+ * extensions (RDMA write with immediate data, compare-and-swap and fetch-and-add with the
+ * values checked exactly, the posts refused, counters, open query).  Run by
  * tests/guest/test_dapl_provider.py:
  *
  *   DAT_OVERRIDE=build/user/dapl/dat.conf provider_check PROVIDER IP PORT
@@ -13,8 +15,11 @@
  * every check passed.
  */
 #include <arpa/inet.h>
-#include <dat2/udat.h>
 #include <netinet/in.h>
+/* (after the socket types) */
+#include <dat2/udat.h>
+/* (after udat.h) */
+#include <dat2/dat_ib_extensions.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -210,6 +215,13 @@ static void rdma_read_out_zero(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CO
     expect("rd0: post_rdma_read with max_rdma_read_out 0",
            dat_ep_post_rdma_read(c, 1, &iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG),
            DAT_INSUFFICIENT_RESOURCES);
+    {
+      /* atomics take the same initiator resources as RDMA reads */
+      DAT_LMR_TRIPLET one = triplet(c_l, cbuf + 6000, 8);
+      expect("rd0: fetch_and_add with max_rdma_read_out 0",
+             dat_ib_post_fetch_and_add(c, 1, &one, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG),
+             DAT_INSUFFICIENT_RESOURCES);
+    }
     expect("rd0: post_rdma_write still works",
            dat_ep_post_rdma_write(c, 1, &iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
     dto_done("rd0: rdma write", dto, 0x60, 64, DAT_DTO_SUCCESS);
@@ -465,6 +477,342 @@ out:
   expect("dp: pz_free", dat_pz_free(pz), DAT_SUCCESS);
 }
 
+/* ---- the IB extensions (dat_ib_extensions.h) */
+
+static const char *named_attr(const DAT_PROVIDER_ATTR *pa, const char *name) {
+  for (DAT_COUNT i = 0; i < pa->num_provider_specific_attr; ++i)
+    if (strcmp(pa->provider_specific_attr[i].name, name) == 0)
+      return pa->provider_specific_attr[i].value;
+  return NULL;
+}
+
+static int attr_true(const DAT_PROVIDER_ATTR *pa, const char *name) {
+  const char *v = named_attr(pa, name);
+  return v != NULL && strcmp(v, "TRUE") == 0;
+}
+
+/* Waits for an extended DTO event (DAT_IB_DTO_EVENT) on evd and checks what it says; fills *ev. */
+static int ext_done(const char *what, DAT_EVD_HANDLE evd, uint64_t cookie, DAT_VLEN length,
+                    DAT_IB_EXT_TYPE type, int operation, DAT_DTO_COMPLETION_STATUS status,
+                    DAT_EVENT *ev) {
+  DAT_EVENT_NUMBER n = next_event(evd, ev);
+  const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev->event_data.dto_completion_event_data;
+  const DAT_IB_EXTENSION_EVENT_DATA *x =
+      (const DAT_IB_EXTENSION_EVENT_DATA *)ev->event_extension_data;
+  char line[200], size[24] = "any";
+  if (length != (DAT_VLEN)-1) snprintf(size, sizeof(size), "%llu", (unsigned long long)length);
+  snprintf(line, sizeof(line),
+           "%s: DAT_IB_DTO_EVENT type %d op 0x%x, cookie 0x%llx, length %s, status %d", what,
+           (int)type, operation, (unsigned long long)cookie, size, (int)status);
+  int ok = n == (DAT_EVENT_NUMBER)DAT_IB_DTO_EVENT && d->user_cookie.as_64 == cookie &&
+           d->status == status && x->type == type && (int)d->operation == operation &&
+           (length == (DAT_VLEN)-1 || d->transfered_length == length);
+  if (!ok)
+    printf("     (event 0x%x type %d op 0x%x cookie 0x%llx length %llu status %d)\n", n,
+           (int)x->type, (int)d->operation, (unsigned long long)d->user_cookie.as_64,
+           (unsigned long long)d->transfered_length, (int)d->status);
+  return truth(line, ok);
+}
+
+static int no_event(DAT_EVD_HANDLE evd) {
+  DAT_EVENT ev;
+  return DAT_GET_TYPE(dat_evd_wait(evd, 200000, 1, &ev, NULL)) == DAT_TIMEOUT_EXPIRED;
+}
+
+/* dat_ib_query_counters of all counters of `handle` into out[n]. */
+static int all_counters(DAT_HANDLE handle, int n, DAT_UINT64 *out) {
+  memset(out, 0, sizeof(DAT_UINT64) * (size_t)n);
+  return dat_ib_query_counters(handle, n, out, 0) == DAT_SUCCESS;
+}
+
+static void extensions(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port,
+                       const char *provider, const DAT_IA_ATTR *ia_attr,
+                       const DAT_PROVIDER_ATTR *pr_attr) {
+  /* 8-aligned: atomics work on aligned 64-bit words */
+  static uint64_t cmem[64], smem[64], plain[8], readonly[8];
+  DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE c_conn = DAT_HANDLE_NULL, c_dto = DAT_HANDLE_NULL, s_conn = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE s_dto = DAT_HANDLE_NULL, cr_evd = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL, ud = DAT_HANDLE_NULL;
+  DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
+  DAT_LMR_HANDLE c_lmr = DAT_HANDLE_NULL, s_lmr = DAT_HANDLE_NULL, p_lmr = DAT_HANDLE_NULL;
+  DAT_LMR_HANDLE ro_lmr = DAT_HANDLE_NULL;
+  DAT_LMR_CONTEXT c_l = 0, s_l = 0, p_l = 0, ro_l = 0;
+  DAT_RMR_CONTEXT c_r = 0, s_r = 0, p_r = 0, ro_r = 0;
+  DAT_VLEN len;
+  DAT_VADDR va;
+  DAT_REGION_DESCRIPTION region;
+  DAT_DTO_COOKIE ck;
+  DAT_EVENT ev;
+  DAT_LMR_TRIPLET iov[2];
+  DAT_RMR_TRIPLET rmr;
+  DAT_EP_ATTR attr;
+  const DAT_IB_EXTENSION_EVENT_DATA *x =
+      (const DAT_IB_EXTENSION_EVENT_DATA *)ev.event_extension_data;
+  int established = 0;
+
+  /* what ia_query says, as libdaplofa says it (dtestx needs these) */
+  truth("ext: ia_query: extension_supported is DAT_EXTENSION_IB",
+        ia_attr->extension_supported == DAT_EXTENSION_IB);
+  truth("ext: ia_query: extension_version is DAT_IB_EXTENSION_VERSION",
+        ia_attr->extension_version == DAT_IB_EXTENSION_VERSION);
+  truth(
+      "ext: provider attributes name immediate data, atomics and counters TRUE",
+      attr_true(pr_attr, DAT_IB_ATTR_IMMED_DATA) && attr_true(pr_attr, DAT_IB_ATTR_FETCH_AND_ADD) &&
+          attr_true(pr_attr, DAT_IB_ATTR_CMP_AND_SWAP) && attr_true(pr_attr, DAT_IB_ATTR_COUNTERS));
+  truth("ext: UD is not named TRUE", !attr_true(pr_attr, DAT_IB_ATTR_UD));
+
+  expect("ext: pz_create", dat_pz_create(ia, &pz), DAT_SUCCESS);
+  dat_evd_create(ia, 16, NULL, DAT_EVD_CONNECTION_FLAG, &c_conn);
+  dat_evd_create(ia, 16, NULL, DAT_EVD_CONNECTION_FLAG, &s_conn);
+  dat_evd_create(ia, 32, NULL, DAT_EVD_DTO_FLAG, &c_dto);
+  dat_evd_create(ia, 32, NULL, DAT_EVD_DTO_FLAG, &s_dto);
+  dat_evd_create(ia, 16, NULL, DAT_EVD_CR_FLAG, &cr_evd);
+  memset(&attr, 0, sizeof(attr));
+  attr.service_type = (DAT_SERVICE_TYPE)DAT_IB_SERVICE_TYPE_UD;
+  attr.qos = DAT_QOS_BEST_EFFORT;
+  expect("ext: ep_create of a UD EP", dat_ep_create(ia, pz, c_dto, c_dto, c_conn, &attr, &ud),
+         DAT_MODEL_NOT_SUPPORTED);
+  attr.service_type = DAT_SERVICE_TYPE_RC;
+  attr.max_recv_dtos = attr.max_request_dtos = 8;
+  attr.max_recv_iov = attr.max_request_iov = 1;
+  attr.max_rdma_read_in = attr.max_rdma_read_out = 4;
+  expect("ext: ep_create (client)", dat_ep_create(ia, pz, c_dto, c_dto, c_conn, &attr, &c),
+         DAT_SUCCESS);
+  expect("ext: ep_create (server)", dat_ep_create(ia, pz, s_dto, s_dto, s_conn, &attr, &s),
+         DAT_SUCCESS);
+  region.for_va = cmem;
+  expect("ext: lmr_create with DAT_IB_MEM_PRIV_REMOTE_ATOMIC",
+         dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(cmem), pz,
+                        DAT_MEM_PRIV_ALL_FLAG | DAT_IB_MEM_PRIV_REMOTE_ATOMIC, DAT_VA_TYPE_VA,
+                        &c_lmr, &c_l, &c_r, &len, &va),
+         DAT_SUCCESS);
+  region.for_va = smem;
+  dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(smem), pz,
+                 DAT_MEM_PRIV_ALL_FLAG | DAT_IB_MEM_PRIV_REMOTE_ATOMIC, DAT_VA_TYPE_VA, &s_lmr,
+                 &s_l, &s_r, &len, &va);
+  region.for_va = plain; /* no remote atomics */
+  dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(plain), pz, DAT_MEM_PRIV_ALL_FLAG,
+                 DAT_VA_TYPE_VA, &p_lmr, &p_l, &p_r, &len, &va);
+  region.for_va = readonly; /* no local write: an atomic's original value cannot land here */
+  dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(readonly), pz,
+                 DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_REMOTE_READ_FLAG, DAT_VA_TYPE_VA,
+                 &ro_lmr, &ro_l, &ro_r, &len, &va);
+  for (int i = 0; i < 64; ++i) cmem[i] = 0x0101010101010101ULL * (uint64_t)(i + 1);
+
+  iov[0] = triplet(c_l, cmem, 100);
+  rmr.rmr_context = s_r;
+  rmr.virtual_address = (DAT_VADDR)(uintptr_t)(smem + 8);
+  rmr.segment_length = 100;
+  ck.as_64 = 0x61;
+  expect("ext: rdma_write_immed on an UNCONNECTED EP",
+         dat_ib_post_rdma_write_immed(c, 1, iov, ck, &rmr, 0x1234, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_INVALID_STATE);
+  /* the server's receives: the immediate data completes them */
+  for (uint64_t i = 0; i < 2; ++i) {
+    iov[0] = triplet(s_l, smem + 40 + i, 8);
+    ck.as_64 = 0x71 + i;
+    dat_ep_post_recv(s, 1, iov, ck, DAT_COMPLETION_DEFAULT_FLAG);
+  }
+  expect("ext: psp_create", dat_psp_create(ia, port, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp),
+         DAT_SUCCESS);
+  dat_ep_connect(c, addr, port, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG);
+  if (next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT)
+    dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, s, 0, NULL);
+  established += next_event(s_conn, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED;
+  established += next_event(c_conn, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED;
+  if (!truth("ext: both EPs ESTABLISHED", established == 2)) goto out;
+
+  /* RDMA write with immediate data: 100 bytes, the immediate data completes receive 0x71 */
+  iov[0] = triplet(c_l, cmem, 100);
+  ck.as_64 = 0x61;
+  expect("ext: rdma_write_immed",
+         dat_ib_post_rdma_write_immed(c, 1, iov, ck, &rmr, 0xfeedf00d, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_SUCCESS);
+  ext_done("ext: write_immed completes (requester)", c_dto, 0x61, 100, DAT_IB_RDMA_WRITE_IMMED,
+           DAT_IB_DTO_RDMA_WRITE_IMMED, DAT_DTO_SUCCESS, &ev);
+  ext_done("ext: receive 0x71 has the immediate data (responder)", s_dto, 0x71, 100,
+           DAT_IB_RDMA_WRITE_IMMED_DATA, DAT_IB_DTO_RECV_IMMED, DAT_DTO_SUCCESS, &ev);
+  truth("ext: the immediate data arrives exactly (0xfeedf00d)", x->val.immed.data == 0xfeedf00d);
+  truth("ext: write_immed: target bytes equal the source", memcmp(smem + 8, cmem, 100) == 0);
+  /* no data, immediate data only */
+  ck.as_64 = 0x62;
+  expect("ext: rdma_write_immed of 0 segments",
+         dat_ib_post_rdma_write_immed(c, 0, iov, ck, &rmr, 0x2a, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_SUCCESS);
+  ext_done("ext: 0-byte write_immed completes", c_dto, 0x62, 0, DAT_IB_RDMA_WRITE_IMMED,
+           DAT_IB_DTO_RDMA_WRITE_IMMED, DAT_DTO_SUCCESS, &ev);
+  ext_done("ext: receive 0x72 has it", s_dto, 0x72, 0, DAT_IB_RDMA_WRITE_IMMED_DATA,
+           DAT_IB_DTO_RECV_IMMED, DAT_DTO_SUCCESS, &ev);
+  truth("ext: its immediate data arrives exactly (0x2a)", x->val.immed.data == 0x2a);
+
+  /* compare-and-swap on smem[32]: equal (swaps), then unequal (does not) */
+  smem[32] = 0x1122334455667788ULL;
+  cmem[0] = 0;
+  iov[0] = triplet(c_l, cmem, 8);
+  rmr.virtual_address = (DAT_VADDR)(uintptr_t)(smem + 32);
+  rmr.segment_length = 8;
+  ck.as_64 = 0x63;
+  expect("ext: cmp_and_swap (equal)",
+         dat_ib_post_cmp_and_swap(c, 0x1122334455667788ULL, 0x8877665544332211ULL, iov, ck, &rmr,
+                                  DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_SUCCESS);
+  ext_done("ext: cmp_and_swap completes", c_dto, 0x63, 8, DAT_IB_CMP_AND_SWAP, DAT_IB_DTO_CMP_SWAP,
+           DAT_DTO_SUCCESS, &ev);
+  truth("ext: cmp_and_swap: the original value arrives exactly", cmem[0] == 0x1122334455667788ULL);
+  truth("ext: cmp_and_swap: the target holds the swap value", smem[32] == 0x8877665544332211ULL);
+  ck.as_64 = 0x64;
+  expect("ext: cmp_and_swap (unequal)",
+         dat_ib_post_cmp_and_swap(c, 5, 6, iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_SUCCESS);
+  ext_done("ext: cmp_and_swap (unequal) completes", c_dto, 0x64, 8, DAT_IB_CMP_AND_SWAP,
+           DAT_IB_DTO_CMP_SWAP, DAT_DTO_SUCCESS, &ev);
+  truth("ext: cmp_and_swap (unequal): original returned, target unchanged",
+        cmem[0] == 0x8877665544332211ULL && smem[32] == 0x8877665544332211ULL);
+  /* fetch-and-add */
+  ck.as_64 = 0x65;
+  expect("ext: fetch_and_add",
+         dat_ib_post_fetch_and_add(c, 0x10, iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_SUCCESS);
+  ext_done("ext: fetch_and_add completes", c_dto, 0x65, 8, DAT_IB_FETCH_AND_ADD,
+           DAT_IB_DTO_FETCH_ADD, DAT_DTO_SUCCESS, &ev);
+  truth("ext: fetch_and_add: the original value arrives exactly, the target is added to",
+        cmem[0] == 0x8877665544332211ULL && smem[32] == 0x8877665544332221ULL);
+
+  /* posts that could not complete (or not as asked) are refused at once */
+  ck.as_64 = 0x66;
+  iov[0] = triplet(c_l, cmem, 4);
+  expect("ext: atomic into 4 bytes",
+         dat_ib_post_fetch_and_add(c, 1, iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_LENGTH_ERROR);
+  iov[0] = triplet(c_l, cmem, 8);
+  rmr.virtual_address = (DAT_VADDR)(uintptr_t)((char *)(smem + 32) + 4);
+  expect("ext: atomic on a misaligned remote address",
+         dat_ib_post_cmp_and_swap(c, 1, 2, iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_INVALID_PARAMETER);
+  rmr.virtual_address = (DAT_VADDR)(uintptr_t)(smem + 32);
+  iov[0] = triplet(ro_l, readonly, 8);
+  expect("ext: atomic into an LMR without local write",
+         dat_ib_post_fetch_and_add(c, 1, iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_PRIVILEGES_VIOLATION);
+  iov[0] = triplet(c_l, plain, 8);
+  expect("ext: atomic into memory outside the LMR named",
+         dat_ib_post_fetch_and_add(c, 1, iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_PRIVILEGES_VIOLATION);
+  expect("ext: atomic with a NULL local buffer",
+         dat_ib_post_fetch_and_add(c, 1, NULL, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_INVALID_PARAMETER);
+  iov[0] = triplet(c_l, cmem, 8);
+  expect("ext: atomic with a NULL remote buffer",
+         dat_ib_post_cmp_and_swap(c, 1, 2, iov, ck, NULL, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_INVALID_PARAMETER);
+  iov[1] = iov[0];
+  expect("ext: write_immed with more segments than max_request_iov",
+         dat_ib_post_rdma_write_immed(c, 2, iov, ck, &rmr, 1, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_INVALID_PARAMETER);
+  expect("ext: UD send (not offered)",
+         dat_ib_post_send_ud(c, 1, iov, NULL, ck, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_NOT_IMPLEMENTED);
+  truth("ext: no completion for the refused posts", no_event(c_dto));
+  truth("ext: the target was not touched by them", smem[32] == 0x8877665544332221ULL);
+
+  /* counters: the posts above, counted where they happened */
+  {
+    DAT_UINT64 epc[DCNT_EP_ALL_COUNTERS], iac[DCNT_IA_ALL_COUNTERS], evc[DCNT_EVD_ALL_COUNTERS];
+    DAT_PZ_HANDLE bad = pz;
+    if (truth("ext: query_counters (client EP, all)", all_counters(c, DCNT_EP_ALL_COUNTERS, epc)))
+      truth(
+          "ext: client EP counts 2 write_immed (100 bytes), 2 cmp_and_swap, 1 fetch_and_add, 1 "
+          "connect",
+          epc[DCNT_EP_POST_WRITE_IMM] == 2 && epc[DCNT_EP_POST_WRITE_IMM_DATA] == 100 &&
+              epc[DCNT_EP_POST_CMP_SWAP] == 2 && epc[DCNT_EP_POST_FETCH_ADD] == 1 &&
+              epc[DCNT_EP_CONNECT] == 1 && epc[DCNT_EP_POST_SEND] == 0);
+    if (truth("ext: query_counters (server EP, all)", all_counters(s, DCNT_EP_ALL_COUNTERS, epc)))
+      truth("ext: server EP counts 2 receives posted, 2 with RDMA immediate data (100 bytes)",
+            epc[DCNT_EP_POST_RECV] == 2 && epc[DCNT_EP_POST_RECV_DATA] == 16 &&
+                epc[DCNT_EP_RECV_RDMA_IMM] == 2 && epc[DCNT_EP_RECV_RDMA_IMM_DATA] == 100 &&
+                epc[DCNT_EP_RECV] == 0);
+    if (truth("ext: query_counters (IA)", all_counters(ia, DCNT_IA_ALL_COUNTERS, iac)))
+      truth("ext: IA counts EPs, LMRs, the CR and both ends' establishment",
+            iac[DCNT_IA_EP_CREATE] >= 2 && iac[DCNT_IA_LMR_CREATE] >= 4 &&
+                iac[DCNT_IA_SP_CR] >= 1 && iac[DCNT_IA_SP_CR_ACCEPTED] >= 1 &&
+                iac[DCNT_IA_CM_ACTIVE_EST] >= 1 && iac[DCNT_IA_CM_PASSIVE_EST] >= 1);
+    if (truth("ext: query_counters (EVD)", all_counters(c_dto, DCNT_EVD_ALL_COUNTERS, evc)))
+      truth("ext: the client's DTO EVD counts its 5 completions and the waits for them",
+            evc[DCNT_EVD_DTO_CALLBACK] == 5 && evc[DCNT_EVD_WAIT] >= 5);
+    /* one counter: it goes to out[counter] (as libdaplofa); the others are left alone */
+    memset(epc, 0xee, sizeof(epc));
+    expect("ext: query_counters (one)", dat_ib_query_counters(c, DCNT_EP_POST_CMP_SWAP, epc, 0),
+           DAT_SUCCESS);
+    truth("ext: one counter lands at its index, nothing else written",
+          epc[DCNT_EP_POST_CMP_SWAP] == 2 && epc[DCNT_EP_POST_FETCH_ADD] == 0xeeeeeeeeeeeeeeeeULL);
+    expect("ext: query_counters with reset", dat_ib_query_counters(c, DCNT_EP_ALL_COUNTERS, epc, 1),
+           DAT_SUCCESS);
+    all_counters(c, DCNT_EP_ALL_COUNTERS, epc);
+    truth("ext: reset sets them to 0",
+          epc[DCNT_EP_POST_CMP_SWAP] == 0 && epc[DCNT_EP_CONNECT] == 0);
+    expect("ext: query_counters beyond the last",
+           dat_ib_query_counters(c, DCNT_EP_ALL_COUNTERS + 1, epc, 0), DAT_INVALID_PARAMETER);
+    expect("ext: query_counters with NULL out",
+           dat_ib_query_counters(c, DCNT_EP_ALL_COUNTERS, NULL, 0), DAT_INVALID_PARAMETER);
+    expect("ext: query_counters of a PZ", dat_ib_query_counters(bad, 0, epc, 0),
+           DAT_INVALID_HANDLE);
+    expect("ext: print_counters (EVD)", dat_ib_print_counters(s_dto, DCNT_EVD_ALL_COUNTERS, 0),
+           DAT_SUCCESS);
+  }
+
+  /* the peer's memory does not allow remote atomics: an error completion, not a hang */
+  iov[0] = triplet(c_l, cmem, 8);
+  rmr.rmr_context = p_r;
+  rmr.virtual_address = (DAT_VADDR)(uintptr_t)plain;
+  ck.as_64 = 0x67;
+  expect("ext: fetch_and_add on an LMR without remote atomics",
+         dat_ib_post_fetch_and_add(c, 1, iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  ext_done("ext: it completes with DAT_DTO_ERR_REMOTE_ACCESS", c_dto, 0x67, (DAT_VLEN)-1,
+           DAT_IB_FETCH_AND_ADD, DAT_IB_DTO_FETCH_ADD, DAT_DTO_ERR_REMOTE_ACCESS, &ev);
+  truth("ext: its extension status is DAT_IB_OP_ERR", x->status == DAT_IB_OP_ERR);
+
+  dat_ep_disconnect(c, DAT_CLOSE_ABRUPT_FLAG);
+  truth("ext: client DISCONNECTED", next_event(c_conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+  truth("ext: server DISCONNECTED", next_event(s_conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+out:
+  expect("ext: ep_free (client)", dat_ep_free(c), DAT_SUCCESS);
+  expect("ext: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);
+  if (psp != DAT_HANDLE_NULL) dat_psp_free(psp);
+  expect("ext: lmr_free", dat_lmr_free(c_lmr), DAT_SUCCESS);
+  dat_lmr_free(s_lmr);
+  dat_lmr_free(p_lmr);
+  dat_lmr_free(ro_lmr);
+  dat_evd_free(c_dto);
+  dat_evd_free(s_dto);
+  dat_evd_free(c_conn);
+  dat_evd_free(s_conn);
+  dat_evd_free(cr_evd);
+  expect("ext: pz_free", dat_pz_free(pz), DAT_SUCCESS);
+
+  /* the open query: an IA for its attributes only, closed by close_query */
+  {
+    DAT_HANDLE q = DAT_HANDLE_NULL;
+    DAT_IA_ATTR qa;
+    DAT_PROVIDER_ATTR qp;
+    memset(&qa, 0, sizeof(qa));
+    memset(&qp, 0, sizeof(qp));
+    if (expect("ext: open_query",
+               dat_ib_open_query((DAT_NAME_PTR)provider, &q, DAT_IA_FIELD_ALL, &qa,
+                                 DAT_PROVIDER_FIELD_ALL, &qp),
+               DAT_SUCCESS)) {
+      truth("ext: open_query: an IA handle and the extension's attributes",
+            q != DAT_HANDLE_NULL && qa.extension_supported == DAT_EXTENSION_IB &&
+                qa.ia_address_ptr != NULL && attr_true(&qp, DAT_IB_ATTR_COUNTERS));
+      expect("ext: close_query", dat_ib_close_query(q), DAT_SUCCESS);
+    }
+    expect("ext: open_query of an unknown provider",
+           dat_ib_open_query((DAT_NAME_PTR) "kdat-nonexistent", &q, DAT_IA_FIELD_ALL, &qa,
+                             DAT_PROVIDER_FIELD_ALL, &qp),
+           DAT_PROVIDER_NOT_FOUND);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "--open-fails") == 0) return open_fails(argv[2], argv[3]);
   if (argc != 4) {
@@ -603,6 +951,11 @@ int main(int argc, char **argv) {
     DAT_EP_PARAM param;
     expect("ep_get_status", dat_ep_get_status(ep, &state, &in_idle, &out_idle), DAT_SUCCESS);
     truth("new EP is UNCONNECTED", state == DAT_EP_STATE_UNCONNECTED);
+    in_idle = out_idle = (DAT_BOOLEAN)7;
+    expect("ep_get_status without the state (dtestx)",
+           dat_ep_get_status(ep, NULL, &in_idle, &out_idle), DAT_SUCCESS);
+    truth("ep_get_status without the state: both idle flags TRUE",
+          in_idle == DAT_TRUE && out_idle == DAT_TRUE);
     expect("ep_query", dat_ep_query(ep, DAT_EP_FIELD_ALL, &param), DAT_SUCCESS);
     truth("ep_query: state and EVDs",
           param.ep_state == DAT_EP_STATE_UNCONNECTED && param.connect_evd_handle == conn_evd &&
@@ -949,6 +1302,7 @@ int main(int argc, char **argv) {
          DAT_INVALID_HANDLE);
 
   data_path(ia, server_addr, port + 20);
+  extensions(ia, server_addr, port + 30, provider, &ia_attr, &pr_attr);
   big_qualifier(ia, server_addr);
 
   /* ---- IA close: graceful refuses while objects live; abrupt frees them */

@@ -92,6 +92,10 @@ struct UserQpAttributes {
   std::uint32_t max_send_sge = 1;
   std::uint32_t max_recv_sge = 1;
   std::uint32_t max_inline_data = 0;
+  // Also accept the peer's atomics (IBV_ACCESS_REMOTE_ATOMIC, added to the local write and remote
+  // read/write the kernel hands out for INIT).  They take the responder resources of RDMA reads:
+  // ep.max_rdma_read_in must not be 0 for them, nor the peer's max_rdma_read_out.
+  bool remote_atomic = false;
   // CQs to use instead of making two (several EPs may share one, as DAT EVDs do); not owned:
   // they must outlive the UserEndpoint.  nullptr: the UserEndpoint makes and owns its own.
   ibv_cq *send_cq = nullptr;

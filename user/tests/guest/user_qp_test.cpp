@@ -147,6 +147,81 @@ TEST(UserQp, FreshEndpointHasAnInitQpAndAUserQpRecord) {
   EXPECT_EQ(arg.ep, 0u);
 }
 
+// The kernel hands out local write and remote read/write for INIT; remote_atomic adds the peer's
+// atomics (the DAT provider's IB extensions need them), and only then.
+TEST(UserQp, RemoteAtomicAddsAtomicAccessToTheKernelsInitFlags) {
+  UserSide s;
+  const auto access = [](const kdat::UserEndpoint &ep) {
+    ibv_qp_attr a{};
+    ibv_qp_init_attr i{};
+    EXPECT_EQ(ibv_query_qp(ep.qp(), &a, IBV_QP_ACCESS_FLAGS, &i), 0);
+    return a.qp_access_flags;
+  };
+  auto plain = s.ep();
+  EXPECT_EQ(access(plain), kAccess);
+  kdat::UserQpAttributes a;
+  a.remote_atomic = true;
+  auto atomic = s.ep(a);
+  EXPECT_EQ(atomic.qp_state(), IBV_QPS_INIT);
+  EXPECT_EQ(access(atomic), kAccess | IBV_ACCESS_REMOTE_ATOMIC);
+}
+
+// An atomic from a peer completes only on a QP made with remote_atomic: compare-and-swap and
+// fetch-and-add on the server's memory, the original values checked.
+TEST(UserQp, AtomicsReachAQpMadeWithRemoteAtomic) {
+  UserSide server, client;
+  const std::uint16_t port = next_port();
+  kdat::Psp psp{server.ia, server.crevd, port};
+  kdat::UserQpAttributes a = Pair::reads();
+  a.remote_atomic = true;
+  kdat::UserEndpoint cep = client.ep(a);
+  kdat::UserEndpoint sep = server.ep(a);
+  // The server's target: an MR that allows remote atomics, 8-aligned.
+  alignas(8) std::uint64_t target = 0x1111222233334444ULL;
+  kdat::MemoryRegion tmr(server.verbs, &target, sizeof(target), kAccess | IBV_ACCESS_REMOTE_ATOMIC);
+  cep.connect(remote(), port, 10s);
+  kdat::ConnectionRequest cr(server.crevd,
+                             expect_event(server.crevd, KDAT_DAT_CONNECTION_REQUEST_EVENT));
+  sep.accept(cr);
+  expect_event(client.evd, KDAT_DAT_CONNECTION_EVENT_ESTABLISHED);
+  expect_event(server.evd, KDAT_DAT_CONNECTION_EVENT_ESTABLISHED);
+
+  const auto atomic = [&](ibv_wr_opcode op, std::uint64_t compare_add, std::uint64_t swap,
+                          std::uint64_t id) {
+    ibv_sge sge{client.mr.address(), 8, client.mr.lkey()};
+    ibv_send_wr wr{};
+    wr.wr_id = id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = op;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.atomic.remote_addr = tmr.address();
+    wr.wr.atomic.rkey = tmr.rkey();
+    wr.wr.atomic.compare_add = compare_add;
+    wr.wr.atomic.swap = swap;
+    ibv_send_wr *bad = nullptr;
+    ASSERT_EQ(ibv_post_send(cep.qp(), &wr, &bad), 0);
+    const auto wc = poll(cep.send_cq(), 1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc[0].status);
+    EXPECT_EQ(wc[0].wr_id, id);
+  };
+  const auto original = [&] {
+    std::uint64_t v = 0;
+    std::memcpy(&v, client.buf.data(), sizeof(v));
+    return v;
+  };
+  atomic(IBV_WR_ATOMIC_CMP_AND_SWP, 0x1111222233334444ULL, 0x5555666677778888ULL, 1);
+  EXPECT_EQ(original(), 0x1111222233334444ULL);
+  EXPECT_EQ(target, 0x5555666677778888ULL);
+  atomic(IBV_WR_ATOMIC_FETCH_AND_ADD, 0x10, 0, 2);
+  EXPECT_EQ(original(), 0x5555666677778888ULL);
+  EXPECT_EQ(target, 0x5555666677778898ULL);
+  cep.disconnect(CloseMode::abrupt);
+  expect_event(client.evd, KDAT_DAT_CONNECTION_EVENT_DISCONNECTED);
+  expect_event(server.evd, KDAT_DAT_CONNECTION_EVENT_DISCONNECTED);
+}
+
 TEST(UserQp, SendRecvRdmaWriteAndReadWithVerifiedBytesThenGracefulDisconnect) {
   Pair p;
   // Receives posted before the connection exists (the QP is in INIT from creation).
