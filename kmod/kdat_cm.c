@@ -99,4 +99,17 @@ void kdat_test_ia_device_removed(struct kdat_ia *ia)
 	kdat_ia_device_removed(ia);
 }
 EXPORT_SYMBOL_GPL(kdat_test_ia_device_removed);
+
+/*
+ * Holds (or releases) the lock of the IA's owner, as a long kdat call would:
+ * a test queues CM upcalls and timer work behind it in a known order.
+ */
+void kdat_test_ia_hold_owner(struct kdat_ia *ia, bool hold)
+{
+	if (hold)
+		mutex_lock(&ia->obj.ctx->lock);
+	else
+		mutex_unlock(&ia->obj.ctx->lock);
+}
+EXPORT_SYMBOL_GPL(kdat_test_ia_hold_owner);
 #endif

@@ -2777,6 +2777,21 @@ static void kdat_cm_active_route(struct kdat_ep *ep, struct rdma_cm_id *id,
 }
 
 /*
+ * How an active attempt's failure reaches the EP.  Once the connect timeout's
+ * deadline has passed, the attempt timed out, even if the CM's own failure
+ * (an address lookup that gave up, a REJ of the CM's) gets ctx->lock before
+ * the timer's work does: on a loaded machine that work can wait on a CPU or
+ * on the lock for longer than the CM needs.  Caller holds ctx->lock.
+ */
+static unsigned int kdat_ep_failure(struct kdat_ep *ep, unsigned int stimulus)
+{
+	if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING && ep->timer &&
+	    ktime_compare(hrtimer_get_expires(&ep->timer->timer), ktime_get()) <= 0)
+		return KDAT_EP_STIM_TIMEOUT;
+	return stimulus;
+}
+
+/*
  * A connection attempt that ended without a connection gives up its id:
  * returns 1 to have rdma_cm destroy it after this upcall.  Caller holds
  * ctx->lock, in the id's handler; before: the state the event found.
@@ -2838,9 +2853,10 @@ static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 	if (kdat_ep_attempt_on(ep, id)) {
 		before = ep->state;
 		if (send->what == KDAT_SEND_ROUTE) {
-			kdat_ep_step(ep, KDAT_EP_STIM_UNREACHABLE, NULL, 0);
+			kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_UNREACHABLE), NULL, 0);
 		} else if (send->what == KDAT_SEND_REQ) {
-			kdat_ep_step(ep, KDAT_EP_STIM_NON_PEER_REJECTED, NULL, 0);
+			kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_NON_PEER_REJECTED),
+				     NULL, 0);
 		} else if (err) {
 			kdat_qp_set(ep, IB_QPS_ERR);
 			kdat_ep_step(ep, KDAT_EP_STIM_BROKEN, NULL, 0);
@@ -2893,7 +2909,7 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
 	case RDMA_CM_EVENT_UNREACHABLE:
-		kdat_ep_step(ep, KDAT_EP_STIM_UNREACHABLE, NULL, 0);
+		kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_UNREACHABLE), NULL, 0);
 		break;
 	case RDMA_CM_EVENT_CONNECT_RESPONSE:
 		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
@@ -2911,7 +2927,8 @@ static int kdat_cm_ep_event(struct kdat_ep *ep, struct rdma_cm_id *id,
 			plen = kdat_pdata_unwrap(rej, len, &pdata);
 			kdat_ep_step(ep, KDAT_EP_STIM_PEER_REJECTED, pdata, plen);
 		} else {
-			kdat_ep_step(ep, KDAT_EP_STIM_NON_PEER_REJECTED, NULL, 0);
+			kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_NON_PEER_REJECTED),
+				     NULL, 0);
 		}
 		break;
 	case RDMA_CM_EVENT_CONNECT_ERROR:

@@ -601,7 +601,17 @@ struct async_call {
 	u32 flags;
 	kdat_ret_t ret;
 	u32 state;		/* async_query_fn's answer */
+	struct fake_id *f;	/* async_event_fn: the id and its event */
+	struct rdma_cm_event ev;
 };
+
+static void async_event_fn(struct work_struct *work)
+{
+	struct async_call *a = container_of(work, struct async_call, work);
+
+	a->ret = fake_deliver(a->f, &a->ev);
+	complete_all(&a->done);
+}
 
 static void async_disconnect_fn(struct work_struct *work)
 {
@@ -641,6 +651,21 @@ static struct async_call *async_start(struct kunit *test, work_func_t fn, struct
 	a->flags = flags;
 	init_completion(&a->done);
 	INIT_WORK(&a->work, fn);
+	queue_work(system_unbound_wq, &a->work);
+	return a;
+}
+
+/* Delivers ev to f from another thread (rdma_cm's work queue, in the real CM). */
+static struct async_call *async_deliver(struct kunit *test, struct fake_id *f,
+					struct rdma_cm_event ev)
+{
+	struct async_call *a = kunit_kzalloc(test, sizeof(*a), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, a);
+	a->f = f;
+	a->ev = ev;
+	init_completion(&a->done);
+	INIT_WORK(&a->work, async_event_fn);
 	queue_work(system_unbound_wq, &a->work);
 	return a;
 }
@@ -712,6 +737,37 @@ static void timeout_then_connect_response(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, f->calls[OP_RTU], 0u);
 	KUNIT_EXPECT_EQ(test, f->calls[OP_DESTROY], 1u);
 	KUNIT_EXPECT_FALSE(test, f->cm_destroyed);
+}
+
+/*
+ * The deadline passes while the CM's own failure (here: the address lookup
+ * gave up) already waits for the owner's lock, ahead of the timer's work: a
+ * loaded machine's order.  The consumer asked for a timeout and the attempt
+ * outlived it: one TIMED_OUT, not UNREACHABLE, and the id destroyed once.
+ */
+static void timeout_due_before_addr_error(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_pending(test, ep, SHORT_TIMEOUT_US);
+	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING, KDAT_EP_STIM_TIMEOUT);
+	struct async_call *a;
+
+	KUNIT_EXPECT_EQ(test, kdat_ep_lookup(KDAT_EP_ACTIVE_CONNECTION_PENDING,
+					     KDAT_EP_STIM_UNREACHABLE).event,
+			(unsigned int)KDAT_EP_EVENT_UNREACHABLE);
+	kdat_test_ia_hold_owner(t->ia, true);
+	a = async_deliver(test, f, fake_ev(RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT, NULL, 0));
+	msleep(20);	/* the upcall starts and waits on the lock */
+	/* the deadline passes: the timer's work queues up behind the upcall */
+	msleep(3 * SHORT_TIMEOUT_US / 1000);
+	kdat_test_ia_hold_owner(t->ia, false);
+	async_finish(test, a);
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(f));
+	KUNIT_EXPECT_EQ(test, f->calls[OP_DESTROY] + (f->cm_destroyed ? 1u : 0u), 1u);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_CONNECT], 0u);
 }
 
 /* The other order: REP first, then the timeout's time passes without an event. */
@@ -1478,6 +1534,7 @@ static void device_removal_in_every_state(struct kunit *test)
 static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(timeout_then_connect_response),
 	KUNIT_CASE(connect_response_then_timeout),
+	KUNIT_CASE(timeout_due_before_addr_error),
 	KUNIT_CASE(established_without_rep),
 	KUNIT_CASE(reject_after_timeout),
 	KUNIT_CASE(reject_before_timeout),
