@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The real connection manager backend: kdat_cm_ops on the kernel's rdma_cm
- * (kdat_cm.h).  KUnit builds also get the hooks that put a fake in its place.
+ * (kdat_cm.h), and the deferred destruction of an id whose handler may be running.
  */
 #include <linux/module.h>
+#include <linux/slab.h>
 #include <net/net_namespace.h>
-#include "kdat_priv.h"
+#include "kdat_base.h"
 
 static struct rdma_cm_id *kdat_rdma_create_id(struct net *net, rdma_cm_event_handler handler,
 					       void *context)
@@ -72,44 +73,36 @@ const struct kdat_cm_ops kdat_cm_rdma = {
 	.init_qp_attr = rdma_init_qp_attr,
 };
 
-#if IS_ENABLED(CONFIG_KUNIT)
-int kdat_test_ia_set_cm_ops(struct kdat_ia *ia, const struct kdat_cm_ops *ops)
-{
-	struct kdat_ctx *ctx = ia->obj.ctx;
-	int ret = 0;
+/* Deferred destruction of an id whose handler is running (it may not destroy itself). */
+struct kdat_id_work {
+	struct work_struct work;
+	const struct kdat_cm_ops *cm;
+	struct rdma_cm_id *id;
+	struct kdat_obj *obj;
+};
 
-	mutex_lock(&ctx->lock);
-	if (ia->obj.dead || !list_empty(&ia->eps) || !list_empty(&ia->sps) ||
-	    !list_empty(&ia->crs))
-		ret = -EBUSY;
-	else
-		ia->cm = ops ? ops : &kdat_cm_rdma;
-	mutex_unlock(&ctx->lock);
-	return ret;
-}
-EXPORT_SYMBOL_GPL(kdat_test_ia_set_cm_ops);
-
-void kdat_test_ia_device_removed(struct kdat_ia *ia)
+static void kdat_id_destroy_work(struct work_struct *work)
 {
-	/* as kdat_ib_remove() does, for this one IA */
-	mutex_lock(&kdat_devices_lock);
-	list_del_init(&ia->dev_node);
-	ia->kdev = NULL;
-	mutex_unlock(&kdat_devices_lock);
-	kdat_ia_device_removed(ia);
-}
-EXPORT_SYMBOL_GPL(kdat_test_ia_device_removed);
+	struct kdat_id_work *w = container_of(work, struct kdat_id_work, work);
 
-/*
- * Holds (or releases) the lock of the IA's owner, as a long kdat call would:
- * a test queues CM upcalls and timer work behind it in a known order.
- */
-void kdat_test_ia_hold_owner(struct kdat_ia *ia, bool hold)
-{
-	if (hold)
-		mutex_lock(&ia->obj.ctx->lock);
-	else
-		mutex_unlock(&ia->obj.ctx->lock);
+	if (w->obj && w->obj->cls->id_quiesce)
+		w->obj->cls->id_quiesce(w->obj);
+	w->cm->destroy_id(w->id);
+	kdat_obj_put(w->obj);
+	kfree(w);
 }
-EXPORT_SYMBOL_GPL(kdat_test_ia_hold_owner);
-#endif
+
+void kdat_destroy_id_later(const struct kdat_cm_ops *cm, struct rdma_cm_id *id,
+				  struct kdat_obj *obj)
+{
+	struct kdat_id_work *w;
+
+	if (!id)
+		return;
+	w = kmalloc(sizeof(*w), GFP_KERNEL | __GFP_NOFAIL);
+	w->cm = cm;
+	w->id = id;
+	w->obj = obj;
+	INIT_WORK(&w->work, kdat_id_destroy_work);
+	queue_work(kdat_wq, &w->work);
+}

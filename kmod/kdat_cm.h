@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The connection manager kdat drives, as a table of operations: every
- * rdma_cm call of kdat_core.c goes through an IA's ops.  The real backend
+ * rdma_cm call of the connection layer goes through an IA's ops.  The real backend
  * (kdat_cm_rdma, the default) calls rdma_cm; a KUnit build may install a
  * fake on an IA (kdat_test_ia_set_cm_ops) to inject rdma_cm events in exact
  * orders.  The IA's device, PD, CQs and QPs stay real either way.

@@ -1,42 +1,41 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * RDMA device tracking: kdat registers an ib_client so that ib_core tells it
- * when devices come and go (rxe links added and deleted at run time).  When a
- * device goes, every IA on it is torn off the device before we return, since
- * ib_core unregisters the device right after.
+ * The RDMA devices kdat knows (kdat_ia.c's ib_client adds and removes them as
+ * ib_core reports them) and the IAs open on each.
  */
 #include <linux/slab.h>
-#include "kdat_priv.h"
+#include "kdat_base.h"
 
 static LIST_HEAD(kdat_devices);
 DEFINE_MUTEX(kdat_devices_lock);	/* kdat_devices and each device's ias */
 
-static struct ib_client kdat_ib_client;
-
-static int kdat_ib_add(struct ib_device *ibdev)
+/* Records a device ib_core told us about (ib_client add). */
+struct kdat_device *kdat_device_add(struct ib_device *ibdev)
 {
 	struct kdat_device *dev;
 
 	dev = kzalloc(sizeof(*dev), GFP_KERNEL);
 	if (!dev)
-		return -ENOMEM;
+		return NULL;
 	dev->ibdev = ibdev;
 	INIT_LIST_HEAD(&dev->ias);
 	mutex_lock(&kdat_devices_lock);
 	list_add_tail(&dev->node, &kdat_devices);
 	mutex_unlock(&kdat_devices_lock);
-	ib_set_client_data(ibdev, &kdat_ib_client, dev);
-	return 0;
+	return dev;
 }
 
-static void kdat_ib_remove(struct ib_device *ibdev, void *client_data)
+/*
+ * Forgets a device that is going away and detaches its IAs from it; returns
+ * them, each with a reference, in a NULL-terminated array for the caller to
+ * tear down without the lock and free.
+ */
+struct kdat_ia **kdat_device_remove(struct kdat_device *dev)
 {
-	struct kdat_device *dev = client_data;
 	struct kdat_ia **ias;
 	struct kdat_ia *ia;
-	unsigned int n = 0, i;
+	unsigned int n = 0;
 
-	/* Collect the IAs with a reference each; tear them down without the lock. */
 	mutex_lock(&kdat_devices_lock);
 	list_del(&dev->node);
 	list_for_each_entry(ia, &dev->ias, dev_node)
@@ -53,21 +52,8 @@ static void kdat_ib_remove(struct ib_device *ibdev, void *client_data)
 		ia->kdev = NULL;
 	}
 	mutex_unlock(&kdat_devices_lock);
-
-	for (i = 0; i < n; i++) {
-		kdat_ia_device_removed(ias[i]);
-		kdat_obj_put(&ias[i]->obj);
-	}
-	kfree(ias);
-	kdat_orphans_reap(ibdev);
-	kfree(dev);
+	return ias;
 }
-
-static struct ib_client kdat_ib_client = {
-	.name = "kdat",
-	.add = kdat_ib_add,
-	.remove = kdat_ib_remove,
-};
 
 /* Caller holds kdat_devices_lock. */
 struct kdat_device *kdat_device_find(struct ib_device *ibdev)
@@ -91,15 +77,4 @@ unsigned int kdat_devices_count(void)
 		n++;
 	mutex_unlock(&kdat_devices_lock);
 	return n;
-}
-
-int kdat_devices_init(void)
-{
-	return ib_register_client(&kdat_ib_client);
-}
-
-void kdat_devices_exit(void)
-{
-	/* ib_core calls .remove for every device before this returns. */
-	ib_unregister_client(&kdat_ib_client);
 }

@@ -12,12 +12,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
-#include "kdat_priv.h"
-
-static kdat_ret_t kdat_err(u32 type, u32 subtype)
-{
-	return KDAT_ERR(type, subtype);
-}
+#include "kdat_conn.h"
 
 /* ---- per-request contexts -------------------------------------------------- */
 
@@ -30,7 +25,6 @@ static struct kdat_wr *kdat_wr_list(struct kdat_wr *ring, u32 n)
 	return n ? &ring[0] : NULL;
 }
 
-static void kdat_ep_graceful_work(struct work_struct *work);
 
 /*
  * posts: whether the kernel may post on this EP.  Only a kernel consumer's
@@ -44,7 +38,6 @@ int kdat_ep_dto_init(struct kdat_ep *ep, bool posts)
 
 	spin_lock_init(&ep->wr_lock);
 	atomic_set(&ep->sends_in_flight, 0);
-	INIT_WORK(&ep->graceful_work, kdat_ep_graceful_work);
 	if (!posts)
 		return 0;
 	/* one allocation for both: the default 16 + 16 fill a 1 KiB slab object */
@@ -305,6 +298,7 @@ void kdat_ep_flush(struct kdat_ep *ep)
 {
 	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
 
+	lockdep_assert_held(&ep->obj.ctx->lock);
 	if (!ep->qp)
 		return;
 	/*
@@ -323,21 +317,6 @@ void kdat_ep_flush(struct kdat_ep *ep)
 bool kdat_ep_graceful_ready(struct kdat_ep *ep)
 {
 	return atomic_read(&ep->sends_in_flight) == 0;
-}
-
-static void kdat_ep_graceful_work(struct work_struct *work)
-{
-	struct kdat_ep *ep = container_of(work, struct kdat_ep, graceful_work);
-	struct kdat_ctx *ctx = ep->obj.ctx;
-
-	mutex_lock(&ctx->lock);
-	if (!ep->obj.dead && ep->graceful_pending && ep->state == KDAT_EP_DISCONNECT_PENDING &&
-	    kdat_ep_graceful_ready(ep)) {
-		ep->graceful_pending = false;
-		kdat_ep_send_dreq(ep);	/* DISCONNECTED follows */
-	}
-	mutex_unlock(&ctx->lock);
-	kdat_obj_put(&ep->obj);
 }
 
 /* ---- LMR and RMR ------------------------------------------------------------------------ */

@@ -21,7 +21,8 @@
 #include <linux/nospec.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
-#include "kdat_priv.h"
+#include "kdat_conn.h"
+#include "kdat_ioctl.h"
 
 enum kdat_handle_type { KDAT_H_IA, KDAT_H_EVD, KDAT_H_EP, KDAT_H_PSP, KDAT_H_RSP, KDAT_H_CR };
 enum { KDAT_HANDLE_REQUIRED, KDAT_HANDLE_OPTIONAL };

@@ -9,7 +9,8 @@
 #include <linux/nsproxy.h>
 #include <linux/sysfs.h>
 #include <uapi/kdat.h>
-#include "kdat_priv.h"
+#include "kdat_conn.h"
+#include "kdat_ioctl.h"
 
 struct workqueue_struct *kdat_wq;
 
@@ -96,7 +97,7 @@ static int __init kdat_init(void)
 	kdat_wq = alloc_workqueue("kdat", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
 	if (!kdat_wq)
 		return -ENOMEM;
-	ret = kdat_devices_init();
+	ret = kdat_ib_client_register();
 	if (ret)
 		goto err_wq;
 	ret = misc_register(&kdat_misc);
@@ -106,7 +107,7 @@ static int __init kdat_init(void)
 	return 0;
 
 err_devices:
-	kdat_devices_exit();
+	kdat_ib_client_unregister();
 err_wq:
 	destroy_workqueue(kdat_wq);
 	return ret;
@@ -116,7 +117,7 @@ static void __exit kdat_exit(void)
 {
 	misc_deregister(&kdat_misc);
 	kdat_orphans_reap(NULL);
-	kdat_devices_exit();
+	kdat_ib_client_unregister();
 	/* every file and kernel IA is gone (module refcount); let releases finish */
 	destroy_workqueue(kdat_wq);
 	pr_info("kdat: unloaded\n");

@@ -20,7 +20,7 @@
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 #include <uapi/kdat_layout_check.h>
-#include "kdat_priv.h"
+#include "kdat_base.h"
 
 struct kdat_ring {
 	struct kref ref;
@@ -104,6 +104,8 @@ bool kdat_ring_fill(struct kdat_evd *evd, const struct kdat_event_info *info)
 /* Caller holds evd->lock: the ring's readiness for a waiter. */
 bool kdat_ring_ready(struct kdat_evd *evd, u32 threshold)
 {
+	lockdep_assert_held(&evd->lock);
+
 	kdat_ring_fill(evd, NULL);
 	return kdat_ring_used(evd->ring) >= threshold;
 }
@@ -128,6 +130,7 @@ void kdat_ring_kill(struct kdat_evd *evd)
 {
 	struct kdat_ring *r = evd->ring;
 
+	lockdep_assert_held(&evd->lock);
 	r->dead = true;
 	WRITE_ONCE(r->hdr->flags, r->hdr->flags | KDAT_RING_DEAD);
 	wake_up_interruptible_poll(&r->poll_wq, EPOLLHUP | EPOLLERR);
@@ -142,6 +145,7 @@ bool kdat_ring_take(struct kdat_evd *evd, struct kdat_event *out, u32 *nmore)
 	struct kdat_ring *r = evd->ring;
 	u32 head;
 
+	lockdep_assert_held(&evd->lock);
 	kdat_ring_fill(evd, NULL);
 	head = READ_ONCE(r->hdr->head);
 	if (head == r->tail || r->tail - head > r->entries)

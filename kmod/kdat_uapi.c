@@ -3,7 +3,7 @@
 #include <linux/in.h>
 #include <linux/in6.h>
 #include <linux/string.h>
-#include "kdat_priv.h"
+#include "kdat_base.h"
 
 void kdat_addr_out(struct kdat_addr *out, const struct sockaddr *sa)
 {
@@ -45,4 +45,50 @@ int kdat_addr_in(struct sockaddr_storage *ss, const struct kdat_addr *in)
 		return 0;
 	}
 	return -EINVAL;
+}
+
+/* Socket address of an IA with a port, for SP records. */
+void kdat_ss_with_port(struct sockaddr_storage *ss, const struct sockaddr_storage *src,
+			      u16 port)
+{
+	*ss = *src;
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port = htons(port);
+	else if (ss->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+}
+
+
+/* The ABI's form of an event: handles instead of objects. */
+void kdat_event_to_user(struct kdat_event *out, const struct kdat_event_info *in)
+{
+	memset(out, 0, sizeof(*out));
+	out->number = in->number;
+	out->evd = kdat_obj_handle(in->evd);
+	out->ep = kdat_obj_handle(in->ep);
+	out->sp = kdat_obj_handle(in->sp);
+	out->cr = kdat_obj_handle(in->cr);
+	out->dto_status = in->dto_status;
+	out->cookie = in->cookie;
+	out->transfered_length = in->transfered_length;
+	out->private_data_size = min_t(u32, in->private_data_size, KDAT_PRIVATE_DATA_MAX);
+	memcpy(out->private_data, in->private_data, out->private_data_size);
+}
+
+
+void kdat_sockaddr_copy(union kdat_sockaddr *dst, const struct sockaddr *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	if (src->sa_family == AF_INET)
+		dst->in = *(const struct sockaddr_in *)src;
+	else if (src->sa_family == AF_INET6)
+		dst->in6 = *(const struct sockaddr_in6 *)src;
+}
+
+void kdat_sockaddr_set_port(union kdat_sockaddr *a, u16 port)
+{
+	if (a->sa.sa_family == AF_INET)
+		a->in.sin_port = htons(port);
+	else if (a->sa.sa_family == AF_INET6)
+		a->in6.sin6_port = htons(port);
 }

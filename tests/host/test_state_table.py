@@ -1,8 +1,10 @@
 """Host-side checks of the endpoint state table against the seeds' rules."""
 import collections
+import re
 
 import pytest
 
+from kdat_harness import table
 from kdat_harness.table import Table
 
 T = Table()
@@ -112,3 +114,33 @@ def test_every_transition_into_disconnected_from_a_live_state_posts_one_event():
     for r in T.rules:
         if r.action == "GO" and r.next == "DISCONNECTED" and r.state in live:
             assert r.event != "NONE", r
+
+
+def test_effects_are_named_sets_and_only_on_transitions():
+    with open(table.EP_TABLE_H) as f:
+        text = f.read()
+    sets = set(re.findall(r"#define KDAT_EP_FX_([A-Z]+)\s+(?:KDAT_EP_FX_|\(|0u)", text))
+    assert sets == {"NONE", "CONNECTED", "ENDED", "CLOSED"}
+    for r in T.rules:
+        assert r.effects in sets, r
+        if r.action != "GO":
+            assert r.effects == "NONE", r
+
+
+def test_effects_end_what_a_transition_ends():
+    for r in T.rules:
+        if r.action != "GO":
+            continue
+        if r.next == "CONNECTED":
+            # the connect timeout is over
+            assert r.effects == "CONNECTED", r
+        elif r.next == "DISCONNECTED" and r.state in ("ACTIVE_CONNECTION_PENDING",
+                                                      "COMPLETION_PENDING"):
+            # an attempt ended: the timer stops and posted receives flush
+            assert r.effects == "ENDED", r
+        elif r.next == "DISCONNECTED" and r.state in ("CONNECTED", "DISCONNECT_PENDING"):
+            # a connection ended: every posted request completes before the event, except
+            # when the device is going away (its QPs are destroyed with it, not drained)
+            assert r.effects == ("NONE" if r.stimulus == "DEVICE_REMOVED" else "CLOSED"), r
+        else:
+            assert r.effects == "NONE", r

@@ -27,6 +27,7 @@ class Rule:
     action: str
     next: str
     event: str
+    effects: str = "NONE"
 
 
 class Table:
@@ -41,7 +42,7 @@ class Table:
         self.stimuli = dict(re.findall(r"X\((\w+),\s*(OP|EV)\)", body))
         body = _macro_body(text, "KDAT_EP_RULES")
         self.rules = [Rule(*m) for m in re.findall(
-            r"R\((\w+),\s*(\w+),\s*(\w+),\s*(\w+),\s*(\w+)\)", body)]
+            r"R\((\w+),\s*(\w+),\s*(\w+),\s*(\w+),\s*(\w+),\s*(\w+)\)", body)]
         dat = dat_constants()
         self.state_value = {s: dat["DAT_EP_STATE_" + s] for s in self.states}
         self.state_name = {v: k for k, v in self.state_value.items()}

@@ -45,7 +45,7 @@ bool reachable_in(std::uint32_t from, std::uint32_t to, std::uint32_t steps) {
   using Set = std::uint16_t;
   const auto advance = [](Set now) {
     Set next = 0;
-#define KDAT_CXX_EDGE_(st, stim, act, nxt, ev)                          \
+#define KDAT_CXX_EDGE_(st, stim, act, nxt, ev, fx)                      \
   if (KDAT_EP_##act == KDAT_EP_GO && (now & (1u << KDAT_EP_##st)) != 0) \
     next = static_cast<Set>(next | (1u << KDAT_EP_##nxt));
     KDAT_EP_RULES(KDAT_CXX_EDGE_)

@@ -58,7 +58,7 @@ TEST(EpState, ReachableInAgreesWithBruteForceForSmallSteps) {
   // Direct recursion over the rules as the reference for the periodic shortcut.
   const auto brute = [](auto &&self, unsigned from, unsigned to, unsigned steps) -> bool {
     if (steps == 0) return from == to;
-#define KDAT_TEST_EDGE_(st, stim, act, nxt, ev)              \
+#define KDAT_TEST_EDGE_(st, stim, act, nxt, ev, fx)          \
   if (KDAT_EP_##act == KDAT_EP_GO && from == KDAT_EP_##st && \
       self(self, KDAT_EP_##nxt, to, steps - 1))              \
     return true;

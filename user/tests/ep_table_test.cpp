@@ -21,12 +21,13 @@ TEST(EpTable, NineStatesAllValid) {
 
 TEST(EpTable, EveryRuleIsWhatLookupReturns) {
   int rules = 0;
-#define KDAT_TEST_RULE_(st, stim, act, nxt, ev)                                    \
+#define KDAT_TEST_RULE_(st, stim, act, nxt, ev, fx)                                \
   {                                                                                \
     const auto step = kdat_ep_lookup(KDAT_EP_##st, KDAT_EP_STIM_##stim);           \
     EXPECT_EQ(step.action, static_cast<unsigned>(KDAT_EP_##act)) << #st " " #stim; \
     EXPECT_EQ(step.next, static_cast<unsigned>(KDAT_EP_##nxt)) << #st " " #stim;   \
     EXPECT_EQ(step.event, KDAT_EP_EVENT_##ev) << #st " " #stim;                    \
+    EXPECT_EQ(step.effects, KDAT_EP_FX_##fx) << #st " " #stim;                     \
     ++rules;                                                                       \
   }
   KDAT_EP_RULES(KDAT_TEST_RULE_)
@@ -42,6 +43,8 @@ TEST(EpTable, DefaultsByStimulusKind) {
   const auto ev = kdat_ep_lookup(KDAT_EP_DISCONNECTED, KDAT_EP_STIM_ESTABLISHED);
   EXPECT_EQ(ev.action, static_cast<unsigned>(KDAT_EP_STALE));
   EXPECT_EQ(ev.event, KDAT_EP_EVENT_NONE);
+  EXPECT_EQ(op.effects, KDAT_EP_FX_NONE);
+  EXPECT_EQ(ev.effects, KDAT_EP_FX_NONE);
 }
 
 TEST(EpTable, InvalidStateSubtypesAreDistinct) {

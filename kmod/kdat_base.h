@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kdat.ko's bottom layer: objects and their owners, handles, the shared
+ * table, EVDs and their rings, the devices, the CM backend, the conversions
+ * to the uapi and to kdat's private data framing.  Nothing here calls into
+ * the connection layer (kdat_conn.h): that layer reaches down, and what the
+ * bottom must know of each kind of object it gets through struct
+ * kdat_obj_class.
+ */
+#ifndef KDAT_BASE_H
+#define KDAT_BASE_H
+
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <linux/xarray.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+#include <kdat/kdat.h>
+#include "kdat_cm.h"
+
+/*
+ * Locks, outermost first.  A lock may be taken while holding only locks
+ * above it in this table; lockdep checks the order, and every function that
+ * wants a lock held says so with lockdep_assert_held().
+ *
+ *   lock                       kind     guards                                 file
+ *   rdma_cm handler mutex      mutex    one id's upcalls (rdma_cm holds it      rdma_cm
+ *                                       around each; cr_accept/cr_reject and
+ *                                       UQP_ESTABLISH take it with
+ *                                       rdma_lock_handler())
+ *   ctx->lock                  mutex    every object of one owner (an open      kdat_obj.c
+ *                                       file or one kernel IA): states,
+ *                                       lists, handles, the shared table's
+ *                                       records (its single writer)
+ *   kdat_orphans_lock          mutex    the orphan list and its timer           kdat_orphan.c
+ *   kdat_devices_lock          mutex    the device list and each device's IAs   kdat_devices.c
+ *   evd->lock                  spinlock one EVD's queue, its counts, its ring   kdat_evd.c,
+ *                              (irqsave)(the ring's only kernel writer)          kdat_ring.c
+ *   ep->wr_lock                spinlock one EP's free request contexts           kdat_dto.c
+ *                              (irqsave)(taken from completion context)
+ *   ctx->objs' xa_lock         spinlock handle lookups (kdat_obj_get)             kdat_obj.c
+ *   kdat_tables_lock           mutex    the list of shared tables; taken with  kdat_table.c
+ *                                       none of the above held
+ *
+ * rdma_destroy_id() waits for running handlers, so it is never called with
+ * ctx->lock held: ids are detached under the lock and destroyed after it.
+ * The same wait lets a handler (or cr_accept, holding the handler mutex)
+ * send its REQ/REP/RTU/DREP after dropping ctx->lock: the id outlives it.
+ * QP state changes stay under ctx->lock: once an EP is killed,
+ * kdat_ep_finish() may free its QP without waiting for any handler.
+ *
+ * Lifetime: every object has a kref.  The owner's handle table holds one
+ * reference, each in-flight call holds one, an rdma_cm id holds one on its
+ * context object.  The last put defers the teardown to kdat_wq, so a put is
+ * legal anywhere, handlers included.
+ */
+
+enum kdat_obj_type {
+	KDAT_OBJ_IA = 1,
+	KDAT_OBJ_EVD,
+	KDAT_OBJ_EP,
+	KDAT_OBJ_SP,
+	KDAT_OBJ_CR,
+	KDAT_OBJ_ORPHAN,	/* an id left behind by an EP (kdat_orphan.c) */
+};
+
+struct kdat_ctx;
+struct kdat_obj;
+struct kdat_record;
+
+/*
+ * What the bottom layer needs to know of each kind of object, given by the
+ * file that owns the kind: the upper layers are reached through these, never
+ * called by name from below.
+ */
+struct kdat_obj_class {
+	u16 rec_type;				/* KDAT_REC_* */
+	/* the kind's fields of its shared-table record; ctx->lock held */
+	void (*rec_fill)(struct kdat_record *rec, struct kdat_obj *obj);
+	/* an rdma_cm event on an id whose context is the object (kdat_cm_upcall) */
+	int (*cm_event)(struct kdat_obj *obj, struct rdma_cm_id *id, struct rdma_cm_event *ev);
+	/* the last reference went, from kdat_wq: free what the kind owns besides the object */
+	void (*release)(struct kdat_obj *obj);
+	/* an id the object held is about to be destroyed: wait for what still uses it */
+	void (*id_quiesce)(struct kdat_obj *obj);
+};
+
+struct kdat_obj {
+	const struct kdat_obj_class *cls;
+	enum kdat_obj_type type;
+	u32 handle;		/* in ctx->objs; 0 once freed */
+	struct kdat_ctx *ctx;
+	struct kref ref;
+	bool dead;		/* freed by the consumer (or its IA closed) */
+	struct work_struct release_work;
+	/* for the shared table (ctx->lock) */
+	u64 created_ns, changed_ns;
+	u32 last_event, events;
+};
+
+/*
+ * Every kind of object begins with its struct kdat_obj (kdat_conn.h asserts
+ * it), so the bottom layer can hold the kinds it does not know by their obj.
+ */
+static inline struct kdat_obj *kdat_obj_of(void *kind)
+{
+	return kind;
+}
+
+struct kdat_table;
+struct kdat_ring;
+
+/* The owner of a set of objects and their handles. */
+struct kdat_ctx {
+	struct mutex lock;
+	struct xarray objs;	/* slot -> struct kdat_obj * */
+	struct list_head ias;	/* struct kdat_ia.ctx_node */
+	struct kref ref;
+	struct kdat_table *table;	/* the records of objs, shared read-only */
+	struct kdat_table *view;	/* another owner's table (TABLE_ATTACH), or NULL */
+	struct net *net;		/* where names, addresses and ids live (referenced) */
+};
+
+/* One RDMA device kdat has been told about by ib_core (ib_client add). */
+struct kdat_device {
+	struct ib_device *ibdev;
+	struct list_head node;		/* in kdat_devices */
+	struct list_head ias;		/* struct kdat_ia.dev_node */
+};
+
+struct kdat_ia {
+	struct kdat_obj obj;
+	struct list_head ctx_node;
+	struct list_head dev_node;	/* under kdat_devices_lock */
+	struct kdat_device *kdev;	/* NULL once the device is gone */
+	struct ib_device *ibdev;
+	u32 port_num;
+	struct ib_pd *pd;
+	const struct kdat_cm_ops *cm;	/* kdat_cm_rdma, or a KUnit fake */
+	struct sockaddr_storage addr;
+	char netdev_name[KDAT_NAME_MAX];
+	struct list_head evds, eps, sps, crs;
+	struct list_head lmrs, rmrs;		/* kernel consumers' memory */
+	bool removed;			/* the device went away */
+	bool closing;			/* ia_close or teardown began: no new objects */
+	/*
+	 * QPs/CQs being created or released outside ctx->lock (EPs being made
+	 * or killed but not yet finished): the PD waits for them.
+	 */
+	atomic_t eps_finishing;
+	wait_queue_head_t finish_wq;
+	bool own_ctx;			/* a kernel consumer's private ctx */
+};
+
+struct kdat_evd {
+	struct kdat_obj obj;
+	struct kdat_ia *ia;
+	struct list_head ia_node;
+	u32 flags;
+	u32 qlen;
+	spinlock_t lock;		/* events, count, lost, waiters */
+	struct list_head events;
+	u32 count;
+	u32 lost;			/* events that could not be queued */
+	u32 waiters;
+	u32 users;			/* EPs and SPs posting to it (ctx->lock) */
+	wait_queue_head_t wq;
+	kdat_upcall_t upcall;
+	void *upcall_context;
+	struct kdat_ring *ring;		/* set once (under lock), freed with the EVD */
+};
+
+/* An event waiting in an EVD's queue, holding references on what it names. */
+struct kdat_qevent {
+	struct list_head node;
+	struct kdat_event_info info;
+};
+
+/*
+ * An IPv4 or IPv6 socket address: all an EP needs to keep, at 28 bytes
+ * rather than sockaddr_storage's 128 (a kernel consumer may hold thousands
+ * of EPs).
+ */
+union kdat_sockaddr {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+};
+
+extern struct workqueue_struct *kdat_wq;
+
+static inline kdat_ret_t kdat_err(u32 type, u32 subtype)
+{
+	return KDAT_ERR(type, subtype);
+}
+
+#define KDAT_MAX_EVD_QLEN	65536
+#define KDAT_PDATA_HDR		KDAT_PRIVATE_DATA_HEADER
+
+/*
+ * Private data.  The IB CM (InfiniBand, RoCE) carries fixed-size private data
+ * fields and no length, so kdat puts a 4-byte header in front of the
+ * consumer's bytes to deliver exactly what was sent: what a consumer may send
+ * is the field minus rdma_cm's header (REQ only) minus kdat's.
+ */
+#define KDAT_PDATA_MAGIC	0xda
+#define KDAT_PDATA_VERSION	1
+#define KDAT_IB_ACCEPT_PDATA	(IB_CM_REP_PRIVATE_DATA_SIZE - KDAT_PDATA_HDR)
+#define KDAT_IB_REJECT_PDATA	(IB_CM_REJ_PRIVATE_DATA_SIZE - KDAT_PDATA_HDR)
+#define KDAT_PDATA_WIRE_MAX	(KDAT_PRIVATE_DATA_MAX + KDAT_PDATA_HDR)
+
+/* header byte 3: a reject by kdat itself (backlog full, listener gone), not by the consumer */
+#define KDAT_PDATA_F_PROVIDER	0x01
+
+/* kdat_devices.c */
+struct kdat_device *kdat_device_add(struct ib_device *ibdev);
+struct kdat_ia **kdat_device_remove(struct kdat_device *dev);
+unsigned int kdat_devices_count(void);
+struct kdat_device *kdat_device_find(struct ib_device *ibdev);
+extern struct mutex kdat_devices_lock;
+
+/* kdat_table.c: the shared object table */
+struct kdat_table *kdat_table_create(const char *kernel_owner);
+void kdat_table_get(struct kdat_table *t);
+void kdat_table_put(struct kdat_table *t);
+void kdat_table_close(struct kdat_table *t);
+u32 kdat_table_claim(struct kdat_table *t, u32 slot);
+struct kdat_record *kdat_table_write_begin(struct kdat_table *t, u32 slot);
+void kdat_table_write_end(struct kdat_table *t, struct kdat_record *rec, int live_delta);
+int kdat_table_mmap(struct kdat_table *t, struct vm_area_struct *vma);
+kdat_ret_t kdat_table_list(void __user *ubuf, u32 capacity, u32 *count);
+kdat_ret_t kdat_table_find(u64 id, struct kdat_table **out);
+
+/* kdat_ring.c: event rings (callers of the *_locked-style ones hold evd->lock) */
+struct file *kdat_ring_attach(struct kdat_evd *evd, u32 handle, u32 *entries, u32 *map_size);
+void kdat_ring_put(struct kdat_ring *r);
+bool kdat_ring_fill(struct kdat_evd *evd, const struct kdat_event_info *info);
+bool kdat_ring_ready(struct kdat_evd *evd, u32 threshold);
+bool kdat_ring_take(struct kdat_evd *evd, struct kdat_event *out, u32 *nmore);
+u32 kdat_ring_available(struct kdat_evd *evd);
+u32 kdat_ring_entries(struct kdat_evd *evd);
+void kdat_ring_kill(struct kdat_evd *evd);
+void kdat_ring_wake(struct kdat_evd *evd);
+
+/* kdat_obj.c: objects, handles, records, the CM upcall */
+void kdat_ctx_release(struct kref *ref);
+int kdat_obj_add(struct kdat_ctx *ctx, struct kdat_obj *obj, enum kdat_obj_type type,
+		 const struct kdat_obj_class *cls);
+void kdat_obj_unlink(struct kdat_obj *obj);
+void kdat_obj_get_ref(struct kdat_obj *obj);
+void kdat_event_get_refs(struct kdat_event_info *info);
+int kdat_cm_upcall(struct rdma_cm_id *id, struct rdma_cm_event *ev);
+
+/* kdat_pdata.c: kdat's private data header */
+u8 kdat_pdata_wrap(u8 *buf, const void *pdata, u32 len);
+u32 kdat_pdata_unwrap(const u8 *raw, u32 raw_len, const u8 **data);
+bool kdat_pdata_provider_reject(const u8 *raw, u32 raw_len);
+
+/* kdat_cm.c */
+void kdat_destroy_id_later(const struct kdat_cm_ops *cm, struct rdma_cm_id *id,
+			   struct kdat_obj *obj);
+
+/* kdat_evd.c */
+void kdat_evd_kill(struct kdat_evd *evd);
+void kdat_evd_use(struct kdat_evd *evd);
+void kdat_evd_unuse(struct kdat_evd *evd);
+bool kdat_evd_fits(struct kdat_evd *evd, struct kdat_ia *ia, u32 flag);
+
+/* the objects' files */
+struct kdat_ctx *kdat_ctx_create(const char *kernel_owner, struct net *net);
+void kdat_rec_sync(struct kdat_obj *obj);
+void kdat_rec_sync_unlocked(struct kdat_obj *obj);
+void kdat_event_to_user(struct kdat_event *out, const struct kdat_event_info *in);
+kdat_ret_t kdat_evd_ring_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
+			      struct kdat_event *out, u32 *nmore, u32 *available);
+kdat_ret_t kdat_evd_create_in(struct kdat_ia *ia, u32 qlen, u32 flags, kdat_upcall_t upcall,
+			      void *context, struct kdat_evd **out, u32 *handle);
+struct kdat_obj *kdat_obj_get(struct kdat_ctx *ctx, u32 handle,
+			      enum kdat_obj_type type);
+void kdat_obj_put(struct kdat_obj *obj);
+u32 kdat_obj_handle(void *obj);
+/* EVD waits that leave the event's object references to the caller. */
+kdat_ret_t kdat_evd_wait_ref(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
+			     struct kdat_event_info *ev, u32 *nmore);
+kdat_ret_t kdat_evd_dequeue_ref(struct kdat_evd *evd, struct kdat_event_info *ev,
+				u32 *nmore);
+void kdat_event_put_refs(struct kdat_event_info *info);
+void kdat_evd_post(struct kdat_evd *evd, const struct kdat_event_info *info);
+
+/* kdat_uapi.c: conversions to and from include/uapi/kdat.h */
+void kdat_ss_with_port(struct sockaddr_storage *ss, const struct sockaddr_storage *src,
+		       u16 port);
+void kdat_sockaddr_copy(union kdat_sockaddr *dst, const struct sockaddr *src);
+void kdat_sockaddr_set_port(union kdat_sockaddr *a, u16 port);
+void kdat_addr_out(struct kdat_addr *out, const struct sockaddr *sa);
+int kdat_addr_in(struct sockaddr_storage *ss, const struct kdat_addr *in);
+
+#endif /* KDAT_BASE_H */

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kdat.ko's connection layer: endpoints, service points, connection
+ * requests, orphaned ids, userspace QPs, the kernel data path and the IA's
+ * life on its device, one file each, over the bottom layer (kdat_base.h).
+ */
+#ifndef KDAT_CONN_H
+#define KDAT_CONN_H
+
+#include <linux/hrtimer.h>
+#include <rdma/ib_cm.h>
+#include "kdat_base.h"
+
+#define KDAT_RESOLVE_TIMEOUT_MS	2000
+#define KDAT_DEFAULT_DTOS	16
+#define KDAT_DEFAULT_IOV	1
+#define KDAT_MAX_EPS		65536
+
+/* A userspace QP's side of its EP (kdat_uqp.c). */
+struct kdat_uqp {
+	u32 qpn;			/* the process's QP; only ever sent to the peer */
+	bool rep_arrived;		/* active: REP in, waiting for UQP_ESTABLISH */
+	bool pinned;			/* an establish is taking the id's handler mutex */
+	wait_queue_head_t unpinned;
+	u8 rep_pdata[KDAT_PRIVATE_DATA_MAX];	/* the REP's, for ESTABLISHED */
+	u32 rep_pdata_len;
+};
+
+/*
+ * The most connect private data there is (the REQ's field less rdma_cm's
+ * header and kdat's, see kdat_pdata.c): what an EP keeps from connect until
+ * its REQ goes out.
+ */
+#define KDAT_IB_CONNECT_PDATA	(IB_CM_REQ_PRIVATE_DATA_SIZE - 36 - KDAT_PDATA_HDR)
+
+struct kdat_ep {
+	struct kdat_obj obj;
+	struct kdat_ia *ia;
+	/* ia->cm, for destroying an id after unlocking, when the IA may be gone */
+	const struct kdat_cm_ops *cm;
+	struct list_head ia_node;
+	u32 state;			/* changed only by kdat_ep_step() */
+	u64 transitions;
+	struct kdat_evd *connect_evd, *request_evd, *recv_evd;
+	struct kdat_ep_attr attr;	/* requested attributes */
+	u32 ird, ord;			/* negotiated when connected */
+	struct ib_cq *cq;
+	struct ib_qp *qp;
+	struct rdma_cm_id *cm_id;	/* the connection's id, or NULL */
+	bool active;			/* this EP connected actively */
+	bool provider_created;		/* made by a provider-flag PSP */
+	struct kdat_sp *rsp;		/* the RSP reserving it */
+	/* what the active side asked for, for the route/connect steps and dup_connect */
+	union kdat_sockaddr remote_addr;
+	union kdat_sockaddr local_addr;
+	u64 conn_qual;
+	u32 connect_flags;
+	u8 private_data[KDAT_IB_CONNECT_PDATA];
+	u8 private_data_size;
+	struct kdat_ep_timer *timer;	/* the pending connect timeout, or NULL */
+	/* data transfer (kdat_dto.c): per-request contexts, preallocated */
+	spinlock_t wr_lock;		/* the free lists */
+	struct kdat_wr *wrs;		/* max_request_dtos sends, then max_recv_dtos receives */
+	struct kdat_wr *send_free, *recv_free;
+	atomic_t sends_in_flight;	/* sends, RDMA and RMR binds not yet completed */
+	bool ever_posted;		/* a request was posted: a flush must drain */
+	bool graceful_pending;		/* DISCONNECT_PENDING waits for sends_in_flight == 0 */
+	bool dreq_pending;		/* our DREQ went out, its DISCONNECTED has not come */
+	/*
+	 * kdat moved the QP to ERR and not out of it since: another ERR would
+	 * only make the driver schedule its flush work again (ctx->lock).
+	 */
+	bool qp_err;
+	struct work_struct graceful_work;
+	/* a userspace QP instead of qp/cq (kdat_uqp.c), set at creation; NULL for kernel QPs */
+	struct kdat_uqp *uqp;
+};
+
+/*
+ * One posted request's completion context: 32 bytes, so the default 16 + 16
+ * fill one 1 KiB slab object.  Its EP is the CQ's context.
+ */
+struct kdat_wr {
+	struct ib_cqe cqe;
+	union {
+		struct kdat_wr *next_free;	/* on a free list */
+		struct kdat_rmr *rmr;		/* posted KDAT_WR_BIND */
+	};
+	u64 cookie;
+	u32 length;
+	u8 kind;			/* KDAT_WR_* */
+};
+
+enum { KDAT_WR_SEND, KDAT_WR_RDMA_WRITE, KDAT_WR_RDMA_READ, KDAT_WR_RECV, KDAT_WR_BIND };
+
+/* A kernel buffer mapped for DMA on the IA's device (kernel consumers only). */
+struct kdat_lmr {
+	struct kdat_ia *ia;
+	struct list_head ia_node;
+	void *buf;
+	u64 length;
+	u64 dma;
+};
+
+/* A memory window for the peer: a fast-registration MR bound through an EP. */
+struct kdat_rmr {
+	struct kdat_ia *ia;
+	struct list_head ia_node;
+	struct ib_mr *mr;
+	u32 max_pages;
+	bool bound;
+};
+
+/* One connect attempt's timeout; it holds an EP reference until it has run. */
+/*
+ * The connect timeout: an hrtimer, because the timer wheel rounds a jiffies
+ * timer up by as much as an eighth of its length (a 3 s timeout fired 0.22 s
+ * late); its expiry queues the work that takes ctx->lock.
+ */
+struct kdat_ep_timer {
+	struct hrtimer timer;
+	struct work_struct work;
+	struct kdat_ep *ep;
+};
+
+struct kdat_sp {
+	struct kdat_obj obj;
+	struct kdat_ia *ia;
+	struct list_head ia_node;
+	struct kdat_evd *evd;
+	struct rdma_cm_id *listen_id;
+	u64 conn_qual;
+	u32 flags;			/* KDAT_PSP_* */
+	struct kdat_ep *ep;		/* RSP: the reserved EP */
+	bool is_rsp;
+	bool rsp_used;			/* RSP: its one request has arrived */
+};
+
+struct kdat_cr {
+	struct kdat_obj obj;
+	struct kdat_ia *ia;
+	struct list_head ia_node;
+	struct kdat_sp *sp;
+	struct kdat_ep *ep;		/* the EP it names, or NULL */
+	struct rdma_cm_id *cm_id;	/* the passive child id, until accept/reject */
+	bool remote_gone;		/* the requester gave up before our answer */
+	bool busy;			/* an accept/reject owns cm_id right now */
+	u32 remote_ird, remote_ord;
+	u8 remote_retry_count, remote_rnr_retry_count, remote_flow_control;
+	union kdat_sockaddr remote_addr;
+	union kdat_sockaddr local_addr;
+	u8 private_data[KDAT_PRIVATE_DATA_MAX];
+	u8 private_data_size;
+};
+
+/* kdat_ep.c, for the other objects' files */
+kdat_ret_t kdat_invalid_state(struct kdat_ep *ep);
+int kdat_qp_modify_cm(struct kdat_ep *ep, struct rdma_cm_id *id, enum ib_qp_state state);
+void kdat_qp_set(struct kdat_ep *ep, enum ib_qp_state state);
+void kdat_ia_unuse_pd(struct kdat_ia *ia);
+struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr *attr,
+			    struct kdat_uqp *uqp, kdat_ret_t *ret);
+void kdat_ep_free_qp(struct kdat_ep *ep);
+void kdat_ep_discard(struct kdat_ep *ep);
+kdat_ret_t kdat_ep_link(struct kdat_ep *ep, struct kdat_evd *conn,
+			struct kdat_evd *req, struct kdat_evd *recv);
+struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep);
+void kdat_ep_finish(struct kdat_ep *ep, struct rdma_cm_id *id);
+kdat_ret_t kdat_check_private_data(const void *pdata, s32 size, u32 max);
+
+/* kdat_sp.c */
+struct rdma_cm_id *kdat_sp_kill(struct kdat_sp *sp);
+void kdat_sp_finish(struct kdat_sp *sp, struct rdma_cm_id *id);
+
+/* kdat_cr.c */
+extern const struct kdat_obj_class kdat_cr_class;
+void kdat_cr_post(struct kdat_cr *cr);
+
+/* kdat_orphan.c */
+struct rdma_cm_id *kdat_orphan_adopt(struct kdat_ep *ep, struct rdma_cm_id *id);
+void kdat_orphan_retire(struct rdma_cm_id *id);
+
+/* kdat_ia.c */
+int kdat_ib_client_register(void);
+void kdat_ib_client_unregister(void);
+
+void kdat_ctx_destroy(struct kdat_ctx *ctx);
+kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name,
+			   struct kdat_ia **ia, u32 *handle);
+kdat_ret_t kdat_sp_create_in(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd *evd,
+			     u32 flags, struct kdat_ep *ep, struct kdat_sp **out, u32 *handle);
+void kdat_ia_device_removed(struct kdat_ia *ia);
+void kdat_orphans_reap(struct ib_device *ibdev);
+ssize_t kdat_orphans_show(char *buf);
+kdat_ret_t kdat_ia_close_in(struct kdat_ia *ia, u32 flags);
+unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
+			  const void *pdata, u32 pdata_len);
+kdat_ret_t kdat_ep_check(struct kdat_ep *ep, unsigned int stimulus);
+kdat_ret_t kdat_ep_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
+			     struct kdat_evd *req, struct kdat_evd *recv,
+			     const struct kdat_ep_attr *attr, struct kdat_uqp *uqp,
+			     struct kdat_ep **out, u32 *handle);
+struct rdma_cm_id *kdat_ep_detach_id(struct kdat_ep *ep);
+/*
+ * The active connect that took id is still the EP's and pending: nothing
+ * (timeout, disconnect, free) ended it while ctx->lock was dropped for a
+ * send.  Caller holds ctx->lock.
+ */
+static inline bool kdat_ep_attempt_on(const struct kdat_ep *ep, const struct rdma_cm_id *id)
+{
+	return !ep->obj.dead && ep->cm_id == id && ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING;
+}
+void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id);
+void kdat_ep_accept_depths(struct kdat_ep *ep, struct kdat_cr *cr, u32 *ird, u32 *ord);
+/* kdat_uqp.c: userspace QPs (kernel bypass) */
+u32 kdat_ep_qpn(struct kdat_ep *ep);
+bool kdat_uqp_qpn_in_use(struct kdat_ia *ia, struct kdat_uqp *uqp);
+void kdat_uqp_rep_arrived(struct kdat_ep *ep, const u8 *pdata, u32 len);
+void kdat_uqp_reset(struct kdat_ep *ep);
+bool kdat_uqp_pinned(struct kdat_ep *ep);
+void kdat_uqp_wait_unpinned(struct kdat_ep *ep);
+kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
+			   const struct kdat_ep_attr *attr, u32 qpn, u32 *handle);
+kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
+			 struct kdat_uqp_attr *out);
+kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags);
+/* kdat_dto.c */
+int kdat_ep_dto_init(struct kdat_ep *ep, bool posts);
+void kdat_ep_dto_exit(struct kdat_ep *ep);
+void kdat_ep_flush(struct kdat_ep *ep);
+void kdat_ep_send_dreq(struct kdat_ep *ep);
+bool kdat_ep_graceful_ready(struct kdat_ep *ep);
+void kdat_ia_free_memory(struct kdat_ia *ia);
+
+/* kdat_obj_of() and the bottom layer's casts rely on it */
+static_assert(offsetof(struct kdat_ia, obj) == 0);
+static_assert(offsetof(struct kdat_evd, obj) == 0);
+static_assert(offsetof(struct kdat_ep, obj) == 0);
+static_assert(offsetof(struct kdat_sp, obj) == 0);
+static_assert(offsetof(struct kdat_cr, obj) == 0);
+
+#endif /* KDAT_CONN_H */

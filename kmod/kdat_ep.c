@@ -1,0 +1,1253 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Endpoints: the state machine driven by include/kdat/ep_table.h, the EP's QP and
+ * CQ, connect, dup_connect, disconnect, and the rdma_cm events of an EP's id.
+ *
+ * Each endpoint owns its own RC QP and CQ from creation on; kdat drives the
+ * QP's state itself from rdma_init_qp_attr() (the way librdmacm serves user
+ * QPs), so receives can be posted before a connection exists and the same
+ * code will serve userspace QPs.
+ */
+#include <linux/inet.h>
+#include <linux/inetdevice.h>
+#include <linux/jiffies.h>
+#include <linux/module.h>
+#include <linux/netdevice.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <net/net_namespace.h>
+#include <rdma/ib_cm.h>
+#include "kdat_conn.h"
+
+static void kdat_ep_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
+{
+	struct kdat_ep *ep = container_of(obj, struct kdat_ep, obj);
+	bool connected = ep->state == KDAT_EP_CONNECTED ||
+			 ep->state == KDAT_EP_DISCONNECT_PENDING;
+
+	rec->state = ep->state;
+	rec->owner = kdat_obj_handle(ep->ia);
+	rec->link = kdat_obj_handle(ep->connect_evd);
+	rec->link2 = kdat_obj_handle(ep->request_evd);
+	rec->transitions = ep->transitions;
+	rec->ird = connected ? ep->ird : ep->attr.max_rdma_read_in;
+	rec->ord = connected ? ep->ord : ep->attr.max_rdma_read_out;
+	rec->flags = (ep->active ? KDAT_RECF_ACTIVE : 0) |
+		     (ep->provider_created ? KDAT_RECF_PROVIDER : 0) |
+		     (ep->uqp ? KDAT_RECF_USER_QP : 0);
+	rec->conn_qual = ep->active ? ep->conn_qual : 0;
+	if (ep->cm_id) {
+		kdat_sockaddr_copy(&ep->local_addr,
+				   (struct sockaddr *)&ep->cm_id->route.addr.src_addr);
+		kdat_sockaddr_copy(&ep->remote_addr,
+				   (struct sockaddr *)&ep->cm_id->route.addr.dst_addr);
+	}
+	kdat_addr_out(&rec->local_addr, &ep->local_addr.sa);
+	kdat_addr_out(&rec->remote_addr, &ep->remote_addr.sa);
+}
+
+static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
+			    struct rdma_cm_event *ev);
+
+static void kdat_ep_release(struct kdat_obj *obj)
+{
+	kfree(container_of(obj, struct kdat_ep, obj)->uqp);
+}
+
+/* a UQP_ESTABLISH may be taking the id's handler mutex (kdat_uqp.c) */
+static void kdat_ep_id_quiesce(struct kdat_obj *obj)
+{
+	kdat_uqp_wait_unpinned(container_of(obj, struct kdat_ep, obj));
+}
+
+static const struct kdat_obj_class kdat_ep_class = {
+	.rec_type = KDAT_REC_EP,
+	.rec_fill = kdat_ep_rec_fill,
+	.cm_event = kdat_ep_cm_event,
+	.release = kdat_ep_release,
+	.id_quiesce = kdat_ep_id_quiesce,
+};
+
+static void kdat_post_conn_event(struct kdat_ep *ep, u32 number,
+				 const void *pdata, u32 pdata_len)
+{
+	struct kdat_event_info *info;
+
+	info = kzalloc(sizeof(*info), GFP_KERNEL);
+	if (!info) {
+		/* count it as lost on the EVD rather than vanish */
+		kdat_evd_post(ep->connect_evd, &(struct kdat_event_info){ .number = number });
+		return;
+	}
+	info->number = number;
+	info->ep = ep;
+	if (pdata && pdata_len) {
+		info->private_data_size = min_t(u32, pdata_len, KDAT_PRIVATE_DATA_MAX);
+		memcpy(info->private_data, pdata, info->private_data_size);
+	}
+	kdat_evd_post(ep->connect_evd, info);
+	kfree(info);
+}
+
+/* ---- the endpoint state machine ----------------------------------------------- */
+
+kdat_ret_t kdat_invalid_state(struct kdat_ep *ep)
+{
+	return kdat_err(KDAT_DAT_INVALID_STATE,
+			kdat_ep_invalid_state_subtype(ep->state));
+}
+
+/*
+ * Stops the connect timeout.  A timer already running finds ep->timer changed
+ * and does nothing.  Caller holds ctx->lock.
+ */
+static void kdat_ep_stop_timer(struct kdat_ep *ep)
+{
+	struct kdat_ep_timer *t = ep->timer;
+
+	lockdep_assert_held(&ep->obj.ctx->lock);
+	ep->timer = NULL;
+	/* 0 or -1: it fired, and the work it queued finds ep->timer changed */
+	if (t && hrtimer_try_to_cancel(&t->timer) == 1) {
+		kdat_obj_put(&ep->obj);
+		kfree(t);
+	}
+}
+
+/*
+ * The only place an EP's state changes: apply the table's answer for
+ * (state, stimulus) with its effects, post the event it names (with the
+ * private data the stimulus brought), and return the action.  Caller holds
+ * ctx->lock.
+ */
+unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
+			  const void *pdata, u32 pdata_len)
+{
+	struct kdat_ep_step step = kdat_ep_lookup(ep->state, stimulus);
+
+	lockdep_assert_held(&ep->obj.ctx->lock);
+	if (step.action != KDAT_EP_GO)
+		return step.action;
+	/* the timeout need not pin the EP once the attempt is over either way */
+	if (step.effects & KDAT_EP_FX_STOP_TIMER)
+		kdat_ep_stop_timer(ep);
+	/* flushed completions reach their EVDs before the event below */
+	if (step.effects & KDAT_EP_FX_FLUSH)
+		kdat_ep_flush(ep);
+	else if (step.effects & KDAT_EP_FX_QP_ERR)
+		kdat_qp_set(ep, IB_QPS_ERR);
+	if (step.next != ep->state) {
+		ep->state = step.next;
+		ep->transitions++;
+		ep->obj.changed_ns = ktime_get_boottime_ns();
+	}
+	if (step.event != KDAT_EP_EVENT_NONE) {
+		ep->obj.last_event = step.event;
+		ep->obj.events++;
+	}
+	/* the record first: a consumer woken by the event may read it at once */
+	kdat_rec_sync(&ep->obj);
+	if (step.event != KDAT_EP_EVENT_NONE)
+		kdat_post_conn_event(ep, step.event, pdata, pdata_len);
+	return step.action;
+}
+
+/* May this stimulus be applied now?  DAT_SUCCESS or the error to return. */
+kdat_ret_t kdat_ep_check(struct kdat_ep *ep, unsigned int stimulus)
+{
+	struct kdat_ep_step step = kdat_ep_lookup(ep->state, stimulus);
+
+	return step.action == KDAT_EP_INVALID ? kdat_invalid_state(ep) : KDAT_DAT_SUCCESS;
+}
+
+/* ---- QP state, driven from rdma_cm's attributes --------------------------------- */
+
+int kdat_qp_modify_cm(struct kdat_ep *ep, struct rdma_cm_id *id,
+			     enum ib_qp_state state)
+{
+	ep->qp_err = false;
+	return ep->ia->cm->modify_qp(id, ep->qp, state, ep->ird, ep->ord);
+}
+
+void kdat_qp_set(struct kdat_ep *ep, enum ib_qp_state state)
+{
+	struct ib_qp_attr attr = { .qp_state = state };
+
+	if (!ep->qp || (state == IB_QPS_ERR && ep->qp_err))
+		return;
+	ib_modify_qp(ep->qp, &attr, IB_QP_STATE);
+	ep->qp_err = state == IB_QPS_ERR;
+}
+
+/*
+ * RESET -> INIT on the IA's port, so receives can be posted before any
+ * connection exists; connect and accept refine it (INIT -> INIT) from the
+ * cm id's attributes, keeping what was posted.
+ */
+static int kdat_qp_init(struct kdat_ep *ep)
+{
+	struct ib_qp_attr attr = {
+		.qp_state = IB_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = ep->ia->port_num,
+		.qp_access_flags = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+				   IB_ACCESS_REMOTE_READ,
+	};
+
+	if (!ep->qp)	/* a user QP: the process applies KDAT_IOC_UQP_ATTR's INIT */
+		return 0;
+	ep->qp_err = false;
+	return ib_modify_qp(ep->qp, &attr, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT |
+			    IB_QP_ACCESS_FLAGS);
+}
+
+static kdat_ret_t kdat_ep_attr_check(struct kdat_ia *ia, const struct kdat_ep_attr *a)
+{
+	struct ib_device_attr *d = &ia->ibdev->attrs;
+
+	if (a->max_rdma_read_in > min_t(u32, d->max_qp_rd_atom, U8_MAX) ||
+	    a->max_rdma_read_out > min_t(u32, d->max_qp_init_rd_atom, U8_MAX) ||
+	    a->retry_count > 7 || a->rnr_retry_count > 7 || a->flow_control > 1 ||
+	    memchr_inv(a->reserved, 0, sizeof(a->reserved)))
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG5);
+	if (a->max_recv_dtos > d->max_qp_wr || a->max_request_dtos > d->max_qp_wr ||
+	    a->max_recv_iov > d->max_recv_sge || a->max_request_iov > d->max_send_sge)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG5);
+	return KDAT_DAT_SUCCESS;
+}
+
+static void kdat_ep_attr_defaults(struct kdat_ia *ia, struct kdat_ep_attr *a)
+{
+	if (!a->max_recv_dtos)
+		a->max_recv_dtos = KDAT_DEFAULT_DTOS;
+	if (!a->max_request_dtos)
+		a->max_request_dtos = KDAT_DEFAULT_DTOS;
+	if (!a->max_recv_iov)
+		a->max_recv_iov = KDAT_DEFAULT_IOV;
+	if (!a->max_request_iov)
+		a->max_request_iov = KDAT_DEFAULT_IOV;
+	if (!a->retry_count)
+		a->retry_count = 7;
+	if (!a->rnr_retry_count)
+		a->rnr_retry_count = 7;
+}
+
+static void kdat_ep_qp_event(struct ib_event *ev, void *ctx)
+{
+}
+
+/*
+ * Keeps the IA's PD and device (teardown and device removal wait for it)
+ * while an EP's QP is made outside ctx->lock; fails once the IA is closing
+ * or its device is gone.
+ */
+static kdat_ret_t kdat_ia_use_pd(struct kdat_ia *ia)
+{
+	struct kdat_ctx *ctx = ia->obj.ctx;
+	kdat_ret_t ret = KDAT_DAT_SUCCESS;
+
+	mutex_lock(&ctx->lock);
+	if (ia->obj.dead || ia->closing)
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_IA);
+	else if (ia->removed)
+		ret = kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
+	else
+		atomic_inc(&ia->eps_finishing);
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+void kdat_ia_unuse_pd(struct kdat_ia *ia)
+{
+	if (atomic_dec_and_test(&ia->eps_finishing))
+		wake_up_all(&ia->finish_wq);
+}
+
+static int kdat_ep_alloc_qp(struct kdat_ep *ep)
+{
+	struct kdat_ia *ia = ep->ia;
+	struct ib_qp_init_attr init = {};
+	const struct kdat_ep_attr *a = &ep->attr;
+
+	/* one extra slot per queue for ib_drain_qp()'s marker requests */
+	ep->cq = ib_alloc_cq(ia->ibdev, ep, a->max_recv_dtos + a->max_request_dtos + 2,
+			     0, IB_POLL_WORKQUEUE);
+	if (IS_ERR(ep->cq)) {
+		ep->cq = NULL;
+		return -ENOMEM;
+	}
+	init.event_handler = kdat_ep_qp_event;
+	init.qp_context = ep;
+	init.send_cq = ep->cq;
+	init.recv_cq = ep->cq;
+	init.cap.max_send_wr = a->max_request_dtos + 1;
+	init.cap.max_recv_wr = a->max_recv_dtos + 1;
+	init.cap.max_send_sge = a->max_request_iov;
+	init.cap.max_recv_sge = a->max_recv_iov;
+	init.sq_sig_type = IB_SIGNAL_REQ_WR;
+	init.qp_type = IB_QPT_RC;
+	ep->qp = ib_create_qp(ia->pd, &init);
+	if (IS_ERR(ep->qp)) {
+		ep->qp = NULL;
+		ib_free_cq(ep->cq);
+		ep->cq = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * A graceful disconnect waits for the EP's sends to complete (kdat_dto.c
+ * queues this when the last one does): then the DREQ goes out.
+ */
+static void kdat_ep_graceful_work(struct work_struct *work)
+{
+	struct kdat_ep *ep = container_of(work, struct kdat_ep, graceful_work);
+	struct kdat_ctx *ctx = ep->obj.ctx;
+
+	mutex_lock(&ctx->lock);
+	if (!ep->obj.dead && ep->graceful_pending && ep->state == KDAT_EP_DISCONNECT_PENDING &&
+	    kdat_ep_graceful_ready(ep)) {
+		ep->graceful_pending = false;
+		kdat_ep_send_dreq(ep);	/* DISCONNECTED follows */
+	}
+	mutex_unlock(&ctx->lock);
+	kdat_obj_put(&ep->obj);
+}
+
+/* uqp: a user QP's state (kdat_uqp.c), which the EP takes over; NULL: a kernel QP. */
+struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr *attr,
+				   struct kdat_uqp *uqp, kdat_ret_t *ret)
+{
+	struct kdat_ep *ep;
+
+	*ret = kdat_ep_attr_check(ia, attr);
+	if (*ret)
+		return NULL;
+	*ret = kdat_ia_use_pd(ia);
+	if (*ret)
+		return NULL;
+	ep = kzalloc(sizeof(*ep), GFP_KERNEL);
+	if (!ep) {
+		kdat_ia_unuse_pd(ia);
+		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+		return NULL;
+	}
+	ep->ia = ia;
+	ep->cm = ia->cm;
+	ep->attr = *attr;
+	kdat_ep_attr_defaults(ia, &ep->attr);
+	ep->state = KDAT_EP_UNCONNECTED;
+	INIT_LIST_HEAD(&ep->ia_node);
+	if (!uqp && kdat_ep_alloc_qp(ep)) {
+		kfree(ep);
+		kdat_ia_unuse_pd(ia);
+		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+		return NULL;
+	}
+	INIT_WORK(&ep->graceful_work, kdat_ep_graceful_work);
+	if (kdat_ep_dto_init(ep, ia->own_ctx && !uqp) || kdat_qp_init(ep)) {
+		kdat_ep_free_qp(ep);
+		kdat_ep_dto_exit(ep);
+		kfree(ep);
+		kdat_ia_unuse_pd(ia);
+		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+		return NULL;
+	}
+	ep->uqp = uqp;
+	return ep;	/* the caller links or discards it, then kdat_ia_unuse_pd() */
+}
+
+void kdat_ep_free_qp(struct kdat_ep *ep)
+{
+	if (ep->qp)
+		ib_destroy_qp(ep->qp);
+	if (ep->cq)
+		ib_free_cq(ep->cq);	/* waits for completion processing */
+	ep->qp = NULL;
+	ep->cq = NULL;
+}
+
+/* An EP that never got linked: everything it allocated. */
+void kdat_ep_discard(struct kdat_ep *ep)
+{
+	kdat_ep_free_qp(ep);
+	kdat_ep_dto_exit(ep);
+	kfree(ep);
+}
+
+/* Links a new EP into ctx and its IA; caller holds ctx->lock. */
+kdat_ret_t kdat_ep_link(struct kdat_ep *ep, struct kdat_evd *conn,
+			       struct kdat_evd *req, struct kdat_evd *recv)
+{
+	struct kdat_ia *ia = ep->ia;
+
+	lockdep_assert_held(&ep->obj.ctx->lock);
+	if (kdat_obj_add(ia->obj.ctx, &ep->obj, KDAT_OBJ_EP, &kdat_ep_class))
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	ep->connect_evd = conn;
+	ep->request_evd = req;
+	ep->recv_evd = recv;
+	kdat_evd_use(conn);
+	kdat_evd_use(req);
+	kdat_evd_use(recv);
+	kdat_obj_get_ref(&ia->obj);
+	list_add_tail(&ep->ia_node, &ia->eps);
+	kdat_rec_sync(&ep->obj);
+	return KDAT_DAT_SUCCESS;
+}
+
+/*
+ * An EP with a kernel QP, or (uqp set) one for a user QP: then uqp is the
+ * EP's on success and the caller's to free on failure.
+ */
+kdat_ret_t kdat_ep_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
+			     struct kdat_evd *req, struct kdat_evd *recv,
+			     const struct kdat_ep_attr *attr, struct kdat_uqp *uqp,
+			     struct kdat_ep **out, u32 *handle)
+{
+	static const struct kdat_ep_attr zero;
+	struct kdat_ctx *ctx = ia->obj.ctx;
+	struct kdat_ep *ep;
+	kdat_ret_t ret;
+
+	if (!conn)
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_CONN);
+	if (ia->removed)
+		return kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
+	ep = kdat_ep_new(ia, attr ? attr : &zero, uqp, &ret);
+	if (!ep)
+		return ret;
+	mutex_lock(&ctx->lock);
+	if (ia->obj.dead || ia->closing)
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_IA);
+	else if (ia->removed)
+		ret = kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
+	else if (!kdat_evd_fits(conn, ia, KDAT_EVD_CONNECTION))
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_CONN);
+	else if (!kdat_evd_fits(req, ia, KDAT_EVD_DTO))
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_REQUEST);
+	else if (!kdat_evd_fits(recv, ia, KDAT_EVD_DTO))
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_RECV);
+	else if (uqp && kdat_uqp_qpn_in_use(ia, uqp))
+		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG5);
+	else
+		ret = kdat_ep_link(ep, conn, req, recv);
+	if (!ret && handle)
+		*handle = ep->obj.handle;	/* as for kdat_ia_open_in() */
+	mutex_unlock(&ctx->lock);
+	if (ret) {
+		ep->uqp = NULL;		/* still the caller's */
+		kdat_ep_discard(ep);
+	}
+	kdat_ia_unuse_pd(ia);
+	if (ret)
+		return ret;
+	if (out)
+		*out = ep;
+	return KDAT_DAT_SUCCESS;
+}
+
+kdat_ret_t kdat_ep_create(struct kdat_ia *ia, struct kdat_evd *conn,
+			  struct kdat_evd *req, struct kdat_evd *recv,
+			  const struct kdat_ep_attr *attr, struct kdat_ep **out)
+{
+	return kdat_ep_create_in(ia, conn, req, recv, attr, NULL, out, NULL);
+}
+EXPORT_SYMBOL_GPL(kdat_ep_create);
+
+/*
+ * Detaches the EP's connection id (and stops its timer); the caller destroys
+ * the id once ctx->lock is dropped.  Caller holds ctx->lock.
+ */
+struct rdma_cm_id *kdat_ep_detach_id(struct kdat_ep *ep)
+{
+	struct rdma_cm_id *id = ep->cm_id;
+
+	lockdep_assert_held(&ep->obj.ctx->lock);
+	ep->cm_id = NULL;
+	kdat_ep_stop_timer(ep);
+	return id;
+}
+
+/* Destroys an id that held a reference on its EP; no locks held. */
+void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id)
+{
+	if (!id)
+		return;
+	kdat_uqp_wait_unpinned(ep);	/* a UQP_ESTABLISH may be taking its handler mutex */
+	ep->cm->destroy_id(id);
+	kdat_obj_put(&ep->obj);
+}
+
+/*
+ * Our own DREQ.  Until the CM reports DISCONNECTED (the DREP, or the DREQ
+ * timed out) the id must live: destroying it cancels a DREQ the MAD layer
+ * has not sent yet, and the peer would never hear of the disconnect.  So a
+ * freed or reset EP leaves such an id to an orphan.  Caller holds ctx->lock.
+ */
+void kdat_ep_send_dreq(struct kdat_ep *ep)
+{
+	lockdep_assert_held(&ep->obj.ctx->lock);
+
+	if (!ep->cm_id)
+		return;
+	ep->dreq_pending = true;
+	ep->ia->cm->disconnect(ep->cm_id);
+}
+
+/*
+ * Takes the EP off the wire at once (abrupt): DREQ if connected, QP to ERR
+ * so posted work is flushed.  Caller holds ctx->lock.
+ */
+static void kdat_ep_abort_wire(struct kdat_ep *ep)
+{
+	lockdep_assert_held(&ep->obj.ctx->lock);
+
+	if (ep->cm_id && (ep->state == KDAT_EP_CONNECTED ||
+			  ep->state == KDAT_EP_DISCONNECT_PENDING))
+		kdat_ep_send_dreq(ep);
+	kdat_qp_set(ep, IB_QPS_ERR);
+}
+
+/* Caller holds ctx->lock; returns the id to destroy after unlocking. */
+struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep)
+{
+	struct rdma_cm_id *id;
+
+	lockdep_assert_held(&ep->obj.ctx->lock);
+	kdat_ep_abort_wire(ep);
+	kdat_obj_unlink(&ep->obj);
+	list_del_init(&ep->ia_node);
+	atomic_inc(&ep->ia->eps_finishing);	/* until kdat_ep_finish() freed the QP */
+	if (ep->rsp && ep->rsp->ep == ep) {
+		ep->rsp->ep = NULL;
+		kdat_obj_put(&ep->obj);
+	}
+	ep->rsp = NULL;
+	id = kdat_ep_detach_id(ep);
+	/* accepted but not established, or our DREQ unanswered: finish it later */
+	if (id && (ep->state == KDAT_EP_COMPLETION_PENDING || ep->dreq_pending))
+		id = kdat_orphan_adopt(ep, id);
+	return id;
+}
+
+/* After kdat_ep_kill() and dropping ctx->lock: release IB resources and references. */
+void kdat_ep_finish(struct kdat_ep *ep, struct rdma_cm_id *id)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+
+	kdat_ep_destroy_id(ep, id);
+	cancel_work_sync(&ep->graceful_work);
+	/* No completion can run after this: only then may the EVDs go. */
+	kdat_ep_free_qp(ep);
+	kdat_ep_dto_exit(ep);
+	if (atomic_dec_and_test(&ep->ia->eps_finishing))
+		wake_up_all(&ep->ia->finish_wq);
+	mutex_lock(&ctx->lock);
+	kdat_evd_unuse(ep->connect_evd);
+	kdat_evd_unuse(ep->request_evd);
+	kdat_evd_unuse(ep->recv_evd);
+	ep->connect_evd = NULL;
+	ep->request_evd = NULL;
+	ep->recv_evd = NULL;
+	mutex_unlock(&ctx->lock);
+	kdat_obj_put(&ep->ia->obj);
+	kdat_obj_put(&ep->obj);		/* the handle table's */
+}
+
+kdat_ret_t kdat_ep_free(struct kdat_ep *ep)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct rdma_cm_id *id;
+
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead) {
+		mutex_unlock(&ctx->lock);
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+	}
+	id = kdat_ep_kill(ep);
+	mutex_unlock(&ctx->lock);
+	kdat_ep_finish(ep, id);
+	return KDAT_DAT_SUCCESS;
+}
+EXPORT_SYMBOL_GPL(kdat_ep_free);
+
+kdat_ret_t kdat_ep_query(struct kdat_ep *ep, struct kdat_ep_info *info)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+
+	memset(info, 0, sizeof(*info));
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead) {
+		mutex_unlock(&ctx->lock);
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+	}
+	info->state = ep->state;
+	info->attr = ep->attr;
+	if (ep->state == KDAT_EP_CONNECTED || ep->state == KDAT_EP_DISCONNECT_PENDING) {
+		info->attr.max_rdma_read_in = ep->ird;
+		info->attr.max_rdma_read_out = ep->ord;
+	}
+	if (ep->cm_id) {
+		kdat_sockaddr_copy(&ep->local_addr, (struct sockaddr *)&ep->cm_id->route.addr.src_addr);
+		kdat_sockaddr_copy(&ep->remote_addr, (struct sockaddr *)&ep->cm_id->route.addr.dst_addr);
+	}
+	memcpy(&info->local_addr, &ep->local_addr, sizeof(ep->local_addr));
+	memcpy(&info->remote_addr, &ep->remote_addr, sizeof(ep->remote_addr));
+	info->transitions = ep->transitions;
+	mutex_unlock(&ctx->lock);
+	return KDAT_DAT_SUCCESS;
+}
+EXPORT_SYMBOL_GPL(kdat_ep_query);
+
+kdat_ret_t kdat_ep_modify(struct kdat_ep *ep, u32 mask, const struct kdat_ep_attr *a)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct kdat_ep_attr next;
+	kdat_ret_t ret;
+
+	if (!mask || (mask & ~KDAT_EP_ATTR_ALL))
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+		goto out;
+	}
+	ret = kdat_ep_check(ep, KDAT_EP_STIM_MODIFY);
+	if (ret)
+		goto out;
+	next = ep->attr;
+	if (mask & KDAT_EP_ATTR_RDMA_READ_IN)
+		next.max_rdma_read_in = a->max_rdma_read_in;
+	if (mask & KDAT_EP_ATTR_RDMA_READ_OUT)
+		next.max_rdma_read_out = a->max_rdma_read_out;
+	if (mask & KDAT_EP_ATTR_RETRY_COUNT)
+		next.retry_count = a->retry_count;
+	if (mask & KDAT_EP_ATTR_RNR_RETRY_COUNT)
+		next.rnr_retry_count = a->rnr_retry_count;
+	if (mask & KDAT_EP_ATTR_FLOW_CONTROL)
+		next.flow_control = a->flow_control;
+	ret = kdat_ep_attr_check(ep->ia, &next);
+	if (!ret) {
+		ep->attr = next;
+		kdat_ep_step(ep, KDAT_EP_STIM_MODIFY, NULL, 0);
+	}
+out:
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(kdat_ep_modify);
+
+kdat_ret_t kdat_ep_reset(struct kdat_ep *ep)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct rdma_cm_id *id = NULL;
+	kdat_ret_t ret;
+
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+	} else if (ep->ia->removed) {
+		ret = kdat_invalid_state(ep);
+	} else {
+		ret = kdat_ep_check(ep, KDAT_EP_STIM_RESET);
+		if (!ret) {
+			id = kdat_ep_detach_id(ep);
+			if (ep->dreq_pending)	/* see kdat_ep_send_dreq() */
+				id = kdat_orphan_adopt(ep, id);
+			ep->dreq_pending = false;
+			/* every posted request completes (flushed) before the QP forgets it */
+			if (ep->state == KDAT_EP_DISCONNECTED)
+				kdat_ep_flush(ep);
+			kdat_qp_set(ep, IB_QPS_RESET);
+			kdat_qp_init(ep);
+			kdat_uqp_reset(ep);
+			ep->graceful_pending = false;
+			ep->active = false;
+			ep->ird = 0;
+			ep->ord = 0;
+			memset(&ep->remote_addr, 0, sizeof(ep->remote_addr));
+			memset(&ep->local_addr, 0, sizeof(ep->local_addr));
+			kdat_ep_step(ep, KDAT_EP_STIM_RESET, NULL, 0);
+		}
+	}
+	mutex_unlock(&ctx->lock);
+	kdat_ep_destroy_id(ep, id);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(kdat_ep_reset);
+
+kdat_ret_t kdat_check_private_data(const void *pdata, s32 size, u32 max)
+{
+	if (size < 0 || size > max || (size && !pdata))
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG4);
+	return KDAT_DAT_SUCCESS;
+}
+
+static kdat_ret_t kdat_check_qos(u32 qos)
+{
+	/* One service level: what the transport gives (DAT_QOS_BEST_EFFORT). */
+	if (qos != KDAT_DAT_QOS_BEST_EFFORT)
+		return kdat_err(KDAT_DAT_MODEL_NOT_SUPPORTED, KDAT_DAT_NO_SUBTYPE);
+	return KDAT_DAT_SUCCESS;
+}
+
+/*
+ * Starts an active connection: a new cm id resolves the address, then the
+ * route, then connects (kdat_ep_cm_event).  Caller holds ctx->lock and has
+ * checked the state; on success the EP is ACTIVE_CONNECTION_PENDING.
+ */
+/* kdat_ep_start_connect(): not an error for the caller, an outcome for the EP. */
+#define KDAT_UNREACHABLE_NOW	1u
+
+static void kdat_ep_timeout_work(struct work_struct *work)
+{
+	struct kdat_ep_timer *t = container_of(work, struct kdat_ep_timer, work);
+	struct kdat_ep *ep = t->ep;
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct rdma_cm_id *id = NULL;
+
+	mutex_lock(&ctx->lock);
+	if (ep->timer == t) {
+		ep->timer = NULL;
+		if (!ep->obj.dead && ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING) {
+			/* Cancel the wire attempt for real: destroying the id sends a REJ. */
+			id = ep->cm_id;
+			ep->cm_id = NULL;
+			kdat_ep_step(ep, KDAT_EP_STIM_TIMEOUT, NULL, 0);
+		}
+	}
+	mutex_unlock(&ctx->lock);
+	kdat_ep_destroy_id(ep, id);
+	kfree(t);
+	kdat_obj_put(&ep->obj);
+}
+
+static enum hrtimer_restart kdat_ep_timer_fired(struct hrtimer *timer)
+{
+	struct kdat_ep_timer *t = container_of(timer, struct kdat_ep_timer, timer);
+
+	queue_work(kdat_wq, &t->work);
+	return HRTIMER_NORESTART;
+}
+
+static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
+{
+	/*
+	 * The timeout counts from the call, not from the end of the id's
+	 * creation and address lookup (tens of ms on a debug kernel).
+	 */
+	ktime_t deadline = ktime_add_us(ktime_get(), timeout_us);
+	struct kdat_ep_timer *timer = NULL;
+	struct rdma_cm_id *id;
+	int err;
+
+	lockdep_assert_held(&ep->obj.ctx->lock);
+	if (timeout_us != KDAT_TIMEOUT_INFINITE) {
+		timer = kzalloc(sizeof(*timer), GFP_KERNEL);
+		if (!timer)
+			return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	}
+	id = ep->ia->cm->create_id(ep->obj.ctx->net, kdat_cm_upcall, ep);
+	if (IS_ERR(id)) {
+		kfree(timer);
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+	}
+	kdat_obj_get_ref(&ep->obj);	/* the id's */
+	err = ep->ia->cm->resolve_addr(id, (struct sockaddr *)&ep->ia->addr,
+				       &ep->remote_addr.sa,
+				       KDAT_RESOLVE_TIMEOUT_MS);
+	if (err) {
+		/* rdma_destroy_id() takes the handler mutex: never under ctx->lock */
+		kdat_destroy_id_later(ep->ia->cm, id, &ep->obj);
+		kfree(timer);
+		switch (err) {
+		case -ENETUNREACH:
+		case -EHOSTUNREACH:
+		case -EADDRNOTAVAIL:
+		case -ENODEV:
+			/* No route: the attempt is made and fails (seed 000: UNREACHABLE). */
+			return KDAT_UNREACHABLE_NOW;
+		case -ENOMEM:
+			return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+		default:
+			return kdat_err(KDAT_DAT_INVALID_ADDRESS, KDAT_DAT_NO_SUBTYPE);
+		}
+	}
+	ep->cm_id = id;
+	ep->active = true;
+	if (timer) {
+		timer->ep = ep;
+		kdat_obj_get_ref(&ep->obj);	/* the timer's */
+		INIT_WORK(&timer->work, kdat_ep_timeout_work);
+		hrtimer_init(&timer->timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS_SOFT);
+		timer->timer.function = kdat_ep_timer_fired;
+		ep->timer = timer;
+		hrtimer_start(&timer->timer, deadline, HRTIMER_MODE_ABS_SOFT);
+	}
+	return KDAT_DAT_SUCCESS;
+}
+
+static kdat_ret_t kdat_connect_args(struct kdat_ep *ep, u32 timeout_us, const void *pdata,
+				    s32 pdata_size, u32 qos)
+{
+	kdat_ret_t ret;
+
+	if (timeout_us == 0)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG4);
+	ret = kdat_check_private_data(pdata, pdata_size, KDAT_IB_CONNECT_PDATA);
+	if (ret)
+		return ret;
+	return kdat_check_qos(qos);
+}
+
+static void kdat_ep_save_pdata(struct kdat_ep *ep, const void *pdata, s32 size)
+{
+	ep->private_data_size = size;
+	if (size)
+		memcpy(ep->private_data, pdata, size);
+}
+
+kdat_ret_t kdat_ep_connect(struct kdat_ep *ep, const struct sockaddr *remote,
+			   u64 conn_qual, u32 timeout_us, const void *pdata,
+			   s32 pdata_size, u32 qos, u32 flags)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	kdat_ret_t ret;
+
+	if (!remote || (remote->sa_family != AF_INET && remote->sa_family != AF_INET6))
+		return kdat_err(KDAT_DAT_INVALID_ADDRESS, KDAT_DAT_NO_SUBTYPE);
+	if (conn_qual == 0 || conn_qual > U16_MAX)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
+	if (flags & ~(KDAT_CONNECT_MULTIPATH_REQUESTED | KDAT_DAT_CONNECT_MULTIPATH_REQUIRED_FLAG))
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG8);
+	ret = kdat_connect_args(ep, timeout_us, pdata, pdata_size, qos);
+	if (ret)
+		return ret;
+	if (flags & KDAT_DAT_CONNECT_MULTIPATH_REQUIRED_FLAG)	/* one path only */
+		return kdat_err(KDAT_DAT_MODEL_NOT_SUPPORTED, KDAT_DAT_NO_SUBTYPE);
+
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+		goto out;
+	}
+	ret = kdat_ep_check(ep, KDAT_EP_STIM_CONNECT);
+	if (ret)
+		goto out;
+	if (ep->ia->removed) {
+		ret = kdat_invalid_state(ep);
+		goto out;
+	}
+	kdat_sockaddr_copy(&ep->remote_addr, remote);
+	kdat_sockaddr_set_port(&ep->remote_addr, conn_qual);
+	ep->conn_qual = conn_qual;
+	ep->connect_flags = flags;
+	kdat_ep_save_pdata(ep, pdata, pdata_size);
+	ret = kdat_ep_start_connect(ep, timeout_us);
+	if (ret == KDAT_UNREACHABLE_NOW) {
+		kdat_ep_step(ep, KDAT_EP_STIM_CONNECT, NULL, 0);
+		kdat_ep_step(ep, KDAT_EP_STIM_UNREACHABLE, NULL, 0);
+		ret = KDAT_DAT_SUCCESS;
+	} else if (!ret) {
+		kdat_ep_step(ep, KDAT_EP_STIM_CONNECT, NULL, 0);
+	}
+out:
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(kdat_ep_connect);
+
+kdat_ret_t kdat_ep_dup_connect(struct kdat_ep *ep, struct kdat_ep *dup, u32 timeout_us,
+			       const void *pdata, s32 pdata_size, u32 qos)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	kdat_ret_t ret;
+
+	if (!dup || dup->obj.ctx != ctx)
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE2);
+	ret = kdat_connect_args(ep, timeout_us, pdata, pdata_size, qos);
+	if (ret)
+		return ret;
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+		goto out;
+	}
+	if (dup->obj.dead || dup == ep) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE2);
+		goto out;
+	}
+	if (dup->state != KDAT_EP_CONNECTED) {
+		ret = kdat_invalid_state(dup);
+		goto out;
+	}
+	/* The remote end of a passively accepted connection is not a service. */
+	if (!dup->active) {
+		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+		goto out;
+	}
+	ret = kdat_ep_check(ep, KDAT_EP_STIM_DUP_CONNECT);
+	if (ret)
+		goto out;
+	if (ep->ia->removed) {
+		ret = kdat_invalid_state(ep);
+		goto out;
+	}
+	/* Same remote IA address, connection qualifier and connect flags. */
+	ep->remote_addr = dup->remote_addr;
+	kdat_sockaddr_set_port(&ep->remote_addr, dup->conn_qual);
+	ep->conn_qual = dup->conn_qual;
+	ep->connect_flags = dup->connect_flags;
+	kdat_ep_save_pdata(ep, pdata, pdata_size);
+	ret = kdat_ep_start_connect(ep, timeout_us);
+	if (ret == KDAT_UNREACHABLE_NOW) {
+		kdat_ep_step(ep, KDAT_EP_STIM_DUP_CONNECT, NULL, 0);
+		kdat_ep_step(ep, KDAT_EP_STIM_UNREACHABLE, NULL, 0);
+		ret = KDAT_DAT_SUCCESS;
+	} else if (!ret) {
+		kdat_ep_step(ep, KDAT_EP_STIM_DUP_CONNECT, NULL, 0);
+	}
+out:
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(kdat_ep_dup_connect);
+
+kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct rdma_cm_id *id = NULL;
+	unsigned int stim;
+	u32 old;
+	kdat_ret_t ret;
+
+	if (flags != KDAT_CLOSE_ABRUPT && flags != KDAT_CLOSE_GRACEFUL)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	stim = flags == KDAT_CLOSE_GRACEFUL ? KDAT_EP_STIM_DISCONNECT_GRACEFUL :
+	       KDAT_EP_STIM_DISCONNECT_ABRUPT;
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+		goto out;
+	}
+	ret = kdat_ep_check(ep, stim);
+	if (ret)
+		goto out;
+	old = ep->state;
+	switch (old) {
+	case KDAT_EP_CONNECTED:
+		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT) {
+			/* the step flushes outstanding requests, before DISCONNECTED */
+			kdat_ep_send_dreq(ep);
+			break;
+		}
+		/*
+		 * Graceful: requests in flight complete first (DISCONNECT_PENDING);
+		 * the last completion sends the DREQ, and the peer's DREP (or the
+		 * CM's DREQ timeout) ends it with DISCONNECTED.
+		 */
+		ep->graceful_pending = true;
+		if (kdat_ep_graceful_ready(ep)) {
+			ep->graceful_pending = false;
+			kdat_ep_send_dreq(ep);
+		}
+		break;
+	case KDAT_EP_DISCONNECT_PENDING:
+		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT) {
+			ep->graceful_pending = false;
+			kdat_ep_send_dreq(ep);
+		}
+		break;
+	case KDAT_EP_ACTIVE_CONNECTION_PENDING:
+		/* Abort establishment: the id goes, the peer sees a REJ; receives flush. */
+		id = kdat_ep_detach_id(ep);
+		break;
+	case KDAT_EP_COMPLETION_PENDING:
+		/* We accepted: the requester may be connected already. */
+		id = kdat_orphan_adopt(ep, kdat_ep_detach_id(ep));
+		break;
+	default:
+		break;
+	}
+	kdat_ep_step(ep, stim, NULL, 0);
+out:
+	mutex_unlock(&ctx->lock);
+	kdat_ep_destroy_id(ep, id);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(kdat_ep_disconnect);
+
+/*
+ * What an EP's handler sends (or asks of the CM) after dropping ctx->lock:
+ * the MAD sends and the route resolution are the slow part of a handler, and
+ * every other handler and call of the same owner waits for ctx->lock.  The
+ * handler mutex keeps the id alive meanwhile (destroy_id waits for it), and
+ * the id's reference keeps the EP.
+ */
+struct kdat_cm_send {
+	enum { KDAT_SEND_NONE, KDAT_SEND_ROUTE, KDAT_SEND_REQ, KDAT_SEND_RTU, KDAT_SEND_DREP } what;
+	struct rdma_conn_param param;	/* REQ */
+	u8 wire[KDAT_PDATA_WIRE_MAX];
+};
+
+/* Active side: the peer accepted (REP); finish like librdmacm does for its own QPs. */
+static void kdat_cm_active_response(struct kdat_ep *ep, struct rdma_cm_id *id,
+				    struct rdma_cm_event *ev, struct kdat_cm_send *send)
+{
+	const struct rdma_conn_param *c = &ev->param.conn;
+	const u8 *pdata;
+	u32 len;
+	int err;
+
+	/*
+	 * The REP, seen from our side (ib_cm swaps its fields): initiator_depth
+	 * is the acceptor's IRD, which bounds our ORD; responder_resources is
+	 * its ORD, which our IRD must cover.
+	 */
+	ep->ord = min_t(u32, ep->attr.max_rdma_read_out, c->initiator_depth);
+	ep->ird = min_t(u32, ep->attr.max_rdma_read_in, c->responder_resources);
+	if (ep->uqp) {
+		/* the process moves its QP, then KDAT_IOC_UQP_ESTABLISH sends the RTU */
+		len = kdat_pdata_unwrap(c->private_data, c->private_data_len, &pdata);
+		kdat_uqp_rep_arrived(ep, pdata, len);
+		return;
+	}
+	err = kdat_qp_modify_cm(ep, id, IB_QPS_RTR);
+	if (!err)
+		err = kdat_qp_modify_cm(ep, id, IB_QPS_RTS);
+	if (err) {
+		kdat_ep_step(ep, KDAT_EP_STIM_BROKEN, NULL, 0);
+		return;
+	}
+	send->what = KDAT_SEND_RTU;	/* then ESTABLISHED, kdat_cm_ep_sent() */
+}
+
+/*
+ * Active side over iWARP: no REP step (the iWARP CM moves the QP to RTS
+ * itself); ESTABLISHED brings the negotiated depths and the reply's data.
+ */
+static void kdat_cm_active_established(struct kdat_ep *ep, struct rdma_cm_event *ev)
+{
+	const struct rdma_conn_param *c = &ev->param.conn;
+	const u8 *pdata;
+	u32 len;
+
+	ep->ord = min_t(u32, ep->attr.max_rdma_read_out, c->initiator_depth);
+	ep->ird = min_t(u32, ep->attr.max_rdma_read_in, c->responder_resources);
+	len = kdat_pdata_unwrap(c->private_data, c->private_data_len, &pdata);
+	kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, pdata, len);
+}
+
+static void kdat_cm_active_route(struct kdat_ep *ep, struct rdma_cm_id *id,
+				 struct kdat_cm_send *send)
+{
+	struct rdma_conn_param *param = &send->param;
+	int err;
+
+	kdat_sockaddr_copy(&ep->local_addr, (struct sockaddr *)&id->route.addr.src_addr);
+	/* a user QP is in INIT since its creation (KDAT_IOC_UQP_ATTR) */
+	err = ep->uqp ? 0 : kdat_qp_modify_cm(ep, id, IB_QPS_INIT);
+	if (err) {
+		kdat_ep_step(ep, KDAT_EP_STIM_NON_PEER_REJECTED, NULL, 0);
+		return;
+	}
+	memset(param, 0, sizeof(*param));	/* srq, qkey: none */
+	param->private_data = send->wire;
+	param->private_data_len = kdat_pdata_wrap(send->wire, ep->private_data,
+						  ep->private_data_size);
+	param->responder_resources = ep->attr.max_rdma_read_in;
+	param->initiator_depth = ep->attr.max_rdma_read_out;
+	param->flow_control = ep->attr.flow_control;
+	param->retry_count = ep->attr.retry_count;
+	param->rnr_retry_count = ep->attr.rnr_retry_count;
+	param->qp_num = kdat_ep_qpn(ep);
+	send->what = KDAT_SEND_REQ;
+}
+
+/*
+ * How an active attempt's failure reaches the EP.  Once the connect timeout's
+ * deadline has passed, the attempt timed out, even if the CM's own failure
+ * (an address lookup that gave up, a REJ of the CM's) gets ctx->lock before
+ * the timer's work does: on a loaded machine that work can wait on a CPU or
+ * on the lock for longer than the CM needs.  Caller holds ctx->lock.
+ */
+static unsigned int kdat_ep_failure(struct kdat_ep *ep, unsigned int stimulus)
+{
+	lockdep_assert_held(&ep->obj.ctx->lock);
+
+	if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING && ep->timer &&
+	    ktime_compare(hrtimer_get_expires(&ep->timer->timer), ktime_get()) <= 0)
+		return KDAT_EP_STIM_TIMEOUT;
+	return stimulus;
+}
+
+/*
+ * A connection attempt that ended without a connection gives up its id:
+ * returns 1 to have rdma_cm destroy it after this upcall.  Caller holds
+ * ctx->lock, in the id's handler; before: the state the event found.
+ */
+static int kdat_cm_attempt_over(struct kdat_ep *ep, struct rdma_cm_id *id, u32 before)
+{
+	lockdep_assert_held(&ep->obj.ctx->lock);
+
+	if (before == ep->state || ep->state != KDAT_EP_DISCONNECTED ||
+	    (before != KDAT_EP_ACTIVE_CONNECTION_PENDING &&
+	     before != KDAT_EP_COMPLETION_PENDING))
+		return 0;
+	kdat_ep_detach_id(ep);
+	/*
+	 * A UQP_ESTABLISH waiting for this handler's mutex must not find the
+	 * id freed when it gets it: destroy it later, after that.
+	 */
+	if (kdat_uqp_pinned(ep)) {
+		kdat_destroy_id_later(ep->ia->cm, id, &ep->obj);
+		return 0;
+	}
+	return 1;
+}
+
+/*
+ * The send a handler left for after ctx->lock (struct kdat_cm_send), and
+ * what follows from it; returns 1 if rdma_cm is to destroy the id.
+ */
+static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
+			   struct rdma_cm_event *ev, struct kdat_cm_send *send)
+{
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	const struct rdma_conn_param *c = &ev->param.conn;
+	const u8 *pdata;
+	int err, destroy = 0;
+	u32 before, len;
+
+	switch (send->what) {
+	case KDAT_SEND_DREP:
+		ep->cm->disconnect(id);
+		return 0;
+	case KDAT_SEND_ROUTE:
+		err = ep->cm->resolve_route(id, KDAT_RESOLVE_TIMEOUT_MS);
+		if (!err)
+			return 0;
+		break;
+	case KDAT_SEND_REQ:
+		err = ep->cm->connect_locked(id, &send->param);
+		if (!err)
+			return 0;
+		break;
+	case KDAT_SEND_RTU:
+		err = ep->cm->accept(id, NULL);
+		break;
+	default:
+		return 0;
+	}
+	mutex_lock(&ctx->lock);
+	/* Unless the attempt ended meanwhile (timeout, disconnect, free): its id goes anyway. */
+	if (kdat_ep_attempt_on(ep, id)) {
+		before = ep->state;
+		if (send->what == KDAT_SEND_ROUTE) {
+			kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_UNREACHABLE), NULL, 0);
+		} else if (send->what == KDAT_SEND_REQ) {
+			kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_NON_PEER_REJECTED),
+				     NULL, 0);
+		} else if (err) {
+			kdat_ep_step(ep, KDAT_EP_STIM_BROKEN, NULL, 0);
+		} else {
+			len = kdat_pdata_unwrap(c->private_data, c->private_data_len, &pdata);
+			kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, pdata, len);
+		}
+		destroy = kdat_cm_attempt_over(ep, id, before);
+		kdat_rec_sync(&ep->obj);
+	}
+	mutex_unlock(&ctx->lock);
+	return destroy;
+}
+
+/* Maps an rdma_cm event on an EP's id to the table's stimulus, doing the wire work. */
+static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
+			    struct rdma_cm_event *ev)
+{
+	struct kdat_ep *ep = container_of(obj, struct kdat_ep, obj);
+	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct kdat_cm_send send;
+	u32 before, plen;
+	int destroy;
+	u8 len = 0;
+	const u8 *rej, *pdata;
+
+	send.what = KDAT_SEND_NONE;
+
+	mutex_lock(&ctx->lock);
+	if (ep->obj.dead || ep->cm_id != id) {
+		/*
+		 * Stale: the EP moved on (timeout, abort, free) and whoever took
+		 * the id destroys it -- or an orphan adopted it while we waited
+		 * for the lock: then the event is the orphan's.
+		 */
+		bool adopted = id->context != ep;
+
+		mutex_unlock(&ctx->lock);
+		return adopted ? kdat_cm_upcall(id, ev) : 0;
+	}
+	before = ep->state;
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
+			send.what = KDAT_SEND_ROUTE;
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
+			kdat_cm_active_route(ep, id, &send);
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+		kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_UNREACHABLE), NULL, 0);
+		break;
+	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
+			kdat_cm_active_response(ep, id, ev, &send);
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
+			kdat_cm_active_established(ep, ev);
+		else	/* passive side: the RTU carries no private data */
+			kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, NULL, 0);
+		break;
+	case RDMA_CM_EVENT_REJECTED:
+		rej = ep->ia->cm->consumer_reject_data(id, ev, &len);
+		if (rej && !kdat_pdata_provider_reject(rej, len)) {
+			plen = kdat_pdata_unwrap(rej, len, &pdata);
+			kdat_ep_step(ep, KDAT_EP_STIM_PEER_REJECTED, pdata, plen);
+		} else {
+			kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_NON_PEER_REJECTED),
+				     NULL, 0);
+		}
+		break;
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		kdat_ep_step(ep, ep->state == KDAT_EP_COMPLETION_PENDING ?
+			     KDAT_EP_STIM_ACCEPT_FAILED : KDAT_EP_STIM_BROKEN, NULL, 0);
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		/* Answer a peer's DREQ (DREP); harmless after our own DREQ. */
+		send.what = KDAT_SEND_DREP;
+		ep->dreq_pending = false;
+		ep->graceful_pending = false;
+		kdat_ep_step(ep, KDAT_EP_STIM_DISCONNECTED, NULL, 0);
+		break;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		/* kdat's ib_client tears the IA down before rdma_cm gets here. */
+		kdat_ep_step(ep, KDAT_EP_STIM_DEVICE_REMOVED, NULL, 0);
+		break;
+	default:
+		break;	/* TIMEWAIT_EXIT, ADDR_CHANGE: nothing for the EP */
+	}
+	destroy = kdat_cm_attempt_over(ep, id, before);
+	kdat_rec_sync(&ep->obj);	/* addresses, IRD/ORD */
+	mutex_unlock(&ctx->lock);
+	if (send.what != KDAT_SEND_NONE && kdat_cm_ep_sent(ep, id, ev, &send))
+		destroy = 1;
+	if (destroy)
+		kdat_obj_put(&ep->obj);	/* the id's reference */
+	return destroy;
+}

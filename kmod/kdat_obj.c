@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Objects and their owners: the handle table of one owner (an open file or a kernel
+ * consumer's IA), references, and each object's record in the shared table.
+ */
+#include <linux/slab.h>
+#include "kdat_base.h"
+
+void kdat_ctx_release(struct kref *ref)
+{
+	struct kdat_ctx *ctx = container_of(ref, struct kdat_ctx, ref);
+
+	WARN_ON(!xa_empty(&ctx->objs));
+	xa_destroy(&ctx->objs);
+	kdat_table_close(ctx->table);
+	kdat_table_put(ctx->table);
+	kdat_table_put(ctx->view);
+	put_net(ctx->net);
+	kfree(ctx);
+}
+
+/*
+ * kernel_owner: the kernel consumer's name, or NULL for an open file.  net:
+ * the network namespace every name, address and id of this owner lives in
+ * (an open file's is its opener's, as an rdma_cm id's is its creator's).
+ */
+struct kdat_ctx *kdat_ctx_create(const char *kernel_owner, struct net *net)
+{
+	struct kdat_ctx *ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
+
+	if (!ctx)
+		return NULL;
+	ctx->table = kdat_table_create(kernel_owner);
+	if (!ctx->table) {
+		kfree(ctx);
+		return NULL;
+	}
+	ctx->net = get_net(net);
+	mutex_init(&ctx->lock);
+	xa_init_flags(&ctx->objs, XA_FLAGS_ALLOC1);
+	INIT_LIST_HEAD(&ctx->ias);
+	kref_init(&ctx->ref);
+	return ctx;
+}
+
+static void kdat_obj_free_work(struct work_struct *work)
+{
+	struct kdat_obj *obj = container_of(work, struct kdat_obj, release_work);
+	struct kdat_ctx *ctx = obj->ctx;
+
+	/* IB resources went with kdat_*_kill(); what is left is memory. */
+	if (obj->cls && obj->cls->release)
+		obj->cls->release(obj);
+	kfree(obj);
+	kref_put(&ctx->ref, kdat_ctx_release);
+}
+
+static void kdat_obj_release(struct kref *ref)
+{
+	struct kdat_obj *obj = container_of(ref, struct kdat_obj, ref);
+
+	/* Defer: the last put may come from an rdma_cm handler. */
+	INIT_WORK(&obj->release_work, kdat_obj_free_work);
+	queue_work(kdat_wq, &obj->release_work);
+}
+
+void kdat_obj_put(struct kdat_obj *obj)
+{
+	if (obj)
+		kref_put(&obj->ref, kdat_obj_release);
+}
+
+void kdat_obj_get_ref(struct kdat_obj *obj)
+{
+	kref_get(&obj->ref);
+}
+
+/*
+ * Adds obj to ctx: the lowest free slot of the shared table, with the slot's
+ * next generation in the handle.  Caller holds ctx->lock.
+ */
+int kdat_obj_add(struct kdat_ctx *ctx, struct kdat_obj *obj, enum kdat_obj_type type,
+		 const struct kdat_obj_class *cls)
+{
+	struct kdat_record *rec;
+	u32 slot, handle;
+	int ret;
+
+	lockdep_assert_held(&ctx->lock);
+	obj->cls = cls;
+	obj->type = type;
+	obj->ctx = ctx;
+	kref_init(&obj->ref);
+	ret = xa_alloc(&ctx->objs, &slot, obj, XA_LIMIT(1, KDAT_TABLE_MAX_SLOTS - 1),
+		       GFP_KERNEL);
+	if (ret < 0)
+		return ret;
+	handle = kdat_table_claim(ctx->table, slot);
+	if (!handle) {
+		xa_erase(&ctx->objs, slot);
+		return -ENOMEM;
+	}
+	WRITE_ONCE(obj->handle, handle);
+	obj->created_ns = ktime_get_boottime_ns();
+	obj->changed_ns = obj->created_ns;
+	rec = kdat_table_write_begin(ctx->table, slot);
+	memset((void *)rec + sizeof(rec->seq), 0, sizeof(*rec) - sizeof(rec->seq));
+	rec->handle = handle;
+	rec->generation = KDAT_HANDLE_GENERATION(handle);
+	rec->type = cls->rec_type;
+	rec->created_ns = obj->created_ns;
+	rec->changed_ns = obj->changed_ns;
+	kdat_table_write_end(ctx->table, rec, 1);
+	kref_get(&ctx->ref);
+	return 0;
+}
+
+/* Removes the handle and frees its record; the table's reference is the caller's to drop. */
+void kdat_obj_unlink(struct kdat_obj *obj)
+{
+	struct kdat_ctx *ctx = obj->ctx;
+	struct kdat_record *rec;
+	u16 gen;
+
+	lockdep_assert_held(&ctx->lock);
+	obj->dead = true;
+	if (obj->handle) {
+		xa_erase(&ctx->objs, KDAT_HANDLE_SLOT(obj->handle));
+		rec = kdat_table_write_begin(ctx->table, KDAT_HANDLE_SLOT(obj->handle));
+		gen = rec->generation;
+		memset((void *)rec + sizeof(rec->seq), 0, sizeof(*rec) - sizeof(rec->seq));
+		rec->generation = gen;
+		kdat_table_write_end(ctx->table, rec, -1);
+		WRITE_ONCE(obj->handle, 0);
+	}
+}
+
+struct kdat_obj *kdat_obj_get(struct kdat_ctx *ctx, u32 handle,
+			      enum kdat_obj_type type)
+{
+	struct kdat_obj *obj;
+
+	if (!handle)
+		return NULL;
+	xa_lock(&ctx->objs);
+	obj = xa_load(&ctx->objs, KDAT_HANDLE_SLOT(handle));
+	if (obj && (READ_ONCE(obj->handle) != handle || obj->type != type ||
+		    !kref_get_unless_zero(&obj->ref)))
+		obj = NULL;
+	xa_unlock(&ctx->objs);
+	return obj;
+}
+
+/*
+ * Rewrites obj's record in the shared table from the object as it is now.
+ * Called at every change userspace may watch; caller holds ctx->lock, which
+ * makes the kernel the table's single writer.
+ */
+void kdat_rec_sync(struct kdat_obj *obj)
+{
+	struct kdat_ctx *ctx = obj->ctx;
+	struct kdat_record *rec;
+	u32 handle = obj->handle;
+
+	if (!handle)
+		return;
+	lockdep_assert_held(&ctx->lock);
+	rec = kdat_table_write_begin(ctx->table, KDAT_HANDLE_SLOT(handle));
+	memset((void *)rec + sizeof(rec->seq), 0, sizeof(*rec) - sizeof(rec->seq));
+	rec->handle = handle;
+	rec->generation = KDAT_HANDLE_GENERATION(handle);
+	rec->type = obj->cls->rec_type;
+	rec->last_event = obj->last_event;
+	rec->events = obj->events;
+	rec->created_ns = obj->created_ns;
+	rec->changed_ns = obj->changed_ns;
+	obj->cls->rec_fill(rec, obj);
+	kdat_table_write_end(ctx->table, rec, 0);
+}
+
+/* kdat_rec_sync() for callers without ctx->lock. */
+void kdat_rec_sync_unlocked(struct kdat_obj *obj)
+{
+	mutex_lock(&obj->ctx->lock);
+	kdat_rec_sync(obj);
+	mutex_unlock(&obj->ctx->lock);
+}
+
+u32 kdat_obj_handle(void *p)
+{
+	struct kdat_obj *obj = p;
+
+	return obj ? obj->handle : 0;
+}
+
+void kdat_event_get_refs(struct kdat_event_info *info)
+{
+	if (info->ep)
+		kdat_obj_get_ref(kdat_obj_of(info->ep));
+	if (info->sp)
+		kdat_obj_get_ref(kdat_obj_of(info->sp));
+	if (info->cr)
+		kdat_obj_get_ref(kdat_obj_of(info->cr));
+}
+
+void kdat_event_put_refs(struct kdat_event_info *info)
+{
+	if (info->ep)
+		kdat_obj_put(kdat_obj_of(info->ep));
+	if (info->sp)
+		kdat_obj_put(kdat_obj_of(info->sp));
+	if (info->cr)
+		kdat_obj_put(kdat_obj_of(info->cr));
+}
+
+/*
+ * The handler of every rdma_cm id kdat creates.  An id's context is the
+ * object it belongs to now (a CR's id becomes its EP's on accept, an EP's
+ * becomes an orphan's when the EP walks away), so the event goes to that
+ * object's kind.
+ */
+int kdat_cm_upcall(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	struct kdat_obj *obj = id->context;
+
+	return obj->cls->cm_event ? obj->cls->cm_event(obj, id, ev) : 0;
+}
