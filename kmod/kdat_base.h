@@ -239,7 +239,7 @@ struct file *kdat_ring_attach(struct kdat_evd *evd, u32 handle, u32 *entries, u3
 void kdat_ring_put(struct kdat_ring *r);
 bool kdat_ring_fill(struct kdat_evd *evd, const struct kdat_event_info *info);
 bool kdat_ring_ready(struct kdat_evd *evd, u32 threshold);
-bool kdat_ring_take(struct kdat_evd *evd, struct kdat_event *out, u32 *nmore);
+void kdat_ring_offsets(struct kdat_ring_offsets *off);
 u32 kdat_ring_available(struct kdat_evd *evd);
 u32 kdat_ring_entries(struct kdat_evd *evd);
 void kdat_ring_kill(struct kdat_evd *evd);
@@ -275,7 +275,7 @@ void kdat_rec_sync(struct kdat_obj *obj);
 void kdat_rec_sync_unlocked(struct kdat_obj *obj);
 void kdat_event_to_user(struct kdat_event *out, const struct kdat_event_info *in);
 kdat_ret_t kdat_evd_ring_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
-			      struct kdat_event *out, u32 *nmore, u32 *available);
+			      u32 *available);
 kdat_ret_t kdat_evd_create_in(struct kdat_ia *ia, u32 qlen, u32 flags, kdat_upcall_t upcall,
 			      void *context, struct kdat_evd **out, u32 *handle);
 struct kdat_obj *kdat_obj_get(struct kdat_ctx *ctx, u32 handle,

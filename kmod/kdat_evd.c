@@ -11,7 +11,7 @@ static void kdat_evd_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 {
 	struct kdat_evd *evd = container_of(obj, struct kdat_evd, obj);
 
-	rec->state = evd->flags;
+	rec->state = evd->flags & KDAT_EVD_FLAGS_ALL;
 	rec->owner = kdat_obj_handle(evd->ia);
 	rec->flags = READ_ONCE(evd->ring) ? KDAT_RECF_RING : 0;
 }
@@ -93,7 +93,7 @@ kdat_ret_t kdat_evd_create_in(struct kdat_ia *ia, u32 qlen, u32 flags, kdat_upca
 
 	if (qlen == 0 || qlen > KDAT_MAX_EVD_QLEN)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
-	if (!flags || (flags & ~KDAT_EVD_FLAGS_ALL))
+	if (!(flags & KDAT_EVD_FLAGS_ALL) || (flags & ~(KDAT_EVD_FLAGS_ALL | KDAT_EVD_RING_MODE)))
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
 	evd = kzalloc(sizeof(*evd), GFP_KERNEL);
 	if (!evd)
@@ -132,6 +132,9 @@ kdat_ret_t kdat_evd_create_in(struct kdat_ia *ia, u32 qlen, u32 flags, kdat_upca
 kdat_ret_t kdat_evd_create(struct kdat_ia *ia, u32 qlen, u32 flags,
 			   kdat_upcall_t upcall, void *context, struct kdat_evd **out)
 {
+	/* rings are for userspace consumers */
+	if (flags & KDAT_EVD_RING_MODE)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
 	return kdat_evd_create_in(ia, qlen, flags, upcall, context, out, NULL);
 }
 EXPORT_SYMBOL_GPL(kdat_evd_create);
@@ -268,11 +271,11 @@ static bool kdat_evd_ring_ready(struct kdat_evd *evd, u32 threshold)
 
 /*
  * A ring EVD's wait: until the ring holds threshold events (the backlog
- * moved in first), then take one into out if asked.  timeout_us 0 looks
- * once.  available: events left in the ring.
+ * moved in first); its consumer takes them.  timeout_us 0 looks once.
+ * available: events in the ring.
  */
 kdat_ret_t kdat_evd_ring_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
-			      struct kdat_event *out, u32 *nmore, u32 *available)
+			      u32 *available)
 {
 	kdat_ret_t ret = KDAT_DAT_SUCCESS;
 	int err = 0;
@@ -297,8 +300,7 @@ kdat_ret_t kdat_evd_ring_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshol
 		kdat_ring_fill(evd, NULL);
 		ret = kdat_err(KDAT_DAT_QUEUE_FULL, KDAT_DAT_NO_SUBTYPE);
 	} else if (kdat_ring_ready(evd, threshold)) {
-		if (out && !kdat_ring_take(evd, out, nmore))
-			ret = kdat_err(KDAT_DAT_QUEUE_EMPTY, KDAT_DAT_NO_SUBTYPE);
+		ret = KDAT_DAT_SUCCESS;
 	} else if (err == -ERESTARTSYS) {
 		ret = kdat_err(KDAT_DAT_INTERRUPTED_CALL, KDAT_DAT_NO_SUBTYPE);
 	} else {

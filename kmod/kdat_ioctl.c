@@ -227,10 +227,8 @@ static long kdat_ioc_evd_wait(struct kdat_ioc_call *call)
 	struct kdat_evd_wait *a = call->arg;
 	struct kdat_evd *evd = call->obj[0];
 
-	if (READ_ONCE(evd->ring))
-		/* a ring EVD: the kernel takes from the ring on the caller's behalf */
-		a->status = kdat_evd_ring_wait(evd, a->timeout_us, a->threshold, &a->event,
-					       &a->nmore, NULL);
+	if (evd->flags & KDAT_EVD_RING_MODE)	/* its ring's consumer takes its events */
+		a->status = KDAT_ERR(KDAT_DAT_INVALID_STATE, KDAT_DAT_INVALID_STATE_EVD_IN_USE);
 	else
 		a->status = kdat_take_event(evd, &a->timeout_us, a->threshold, &a->event,
 					    &a->nmore);
@@ -242,13 +240,10 @@ static long kdat_ioc_evd_dequeue(struct kdat_ioc_call *call)
 	struct kdat_evd_dequeue *a = call->arg;
 	struct kdat_evd *evd = call->obj[0];
 
-	if (READ_ONCE(evd->ring)) {
-		a->status = kdat_evd_ring_wait(evd, 0, 1, &a->event, &a->nmore, NULL);
-		if ((a->status & KDAT_DAT_TYPE_MASK) == KDAT_DAT_TIMEOUT_EXPIRED)
-			a->status = KDAT_ERR(KDAT_DAT_QUEUE_EMPTY, KDAT_DAT_NO_SUBTYPE);
-	} else {
+	if (evd->flags & KDAT_EVD_RING_MODE)	/* its ring's consumer takes its events */
+		a->status = KDAT_ERR(KDAT_DAT_INVALID_STATE, KDAT_DAT_INVALID_STATE_EVD_IN_USE);
+	else
 		a->status = kdat_take_event(evd, NULL, 0, &a->event, &a->nmore);
-	}
 	return 0;
 }
 
@@ -260,6 +255,11 @@ static long kdat_ioc_evd_ring(struct kdat_ioc_call *call)
 	int fd;
 
 	a->fd = -1;
+	memset(&a->off, 0, sizeof(a->off));
+	if (!(evd->flags & KDAT_EVD_RING_MODE)) {	/* chosen at creation */
+		a->status = KDAT_ERR(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
+		return 0;
+	}
 	fd = get_unused_fd_flags(O_CLOEXEC);
 	if (fd < 0) {
 		a->status = KDAT_ERR(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_NO_SUBTYPE);
@@ -274,6 +274,7 @@ static long kdat_ioc_evd_ring(struct kdat_ioc_call *call)
 		return 0;
 	}
 	kdat_rec_sync_unlocked(&evd->obj);
+	kdat_ring_offsets(&a->off);
 	a->status = KDAT_DAT_SUCCESS;
 	a->fd = fd;
 	call->fd = fd;
@@ -303,8 +304,7 @@ static long kdat_ioc_evd_ring_wait(struct kdat_ioc_call *call)
 	if (!READ_ONCE(evd->ring))
 		a->status = KDAT_ERR(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
 	else
-		a->status = kdat_evd_ring_wait(evd, a->timeout_us, a->threshold, NULL, NULL,
-					       &a->available);
+		a->status = kdat_evd_ring_wait(evd, a->timeout_us, a->threshold, &a->available);
 	return 0;
 }
 

@@ -3,9 +3,11 @@
  * Event rings: an EVD's events in memory shared with its userspace consumer,
  * behind a file of its own (mmap for the ring, poll for readiness).
  *
- * The kernel is the only producer and trusts nothing it reads back from the
- * shared memory except head, which it bounds-checks: tail, the backlog count
- * and the flags are the kernel's private copies, mirrored into the header.
+ * The kernel is the only producer and the mapping's owner the only consumer
+ * (the EVD was created in ring mode: EVD_WAIT and EVD_DEQUEUE refuse it).
+ * The kernel writes everything but head and trusts nothing it reads back
+ * except head, which it bounds-checks: tail, the backlog count and the flags
+ * are the kernel's private copies, mirrored into the header.
  * Events that find the ring full wait, in order and with their object
  * references, on the EVD's ordinary queue ("backlog"); every later post,
  * every RING_WAIT and every kernel-side take first moves them into the ring,
@@ -136,27 +138,19 @@ void kdat_ring_kill(struct kdat_evd *evd)
 	wake_up_interruptible_poll(&r->poll_wq, EPOLLHUP | EPOLLERR);
 }
 
-/*
- * The kernel as the consumer (KDAT_IOC_EVD_WAIT/DEQUEUE on a ring EVD):
- * takes the entry at head.  Caller holds evd->lock.
- */
-bool kdat_ring_take(struct kdat_evd *evd, struct kdat_event *out, u32 *nmore)
+/* Where the mapping's fields are (struct kdat_ring_offsets), for KDAT_IOC_EVD_RING. */
+void kdat_ring_offsets(struct kdat_ring_offsets *off)
 {
-	struct kdat_ring *r = evd->ring;
-	u32 head;
-
-	lockdep_assert_held(&evd->lock);
-	kdat_ring_fill(evd, NULL);
-	head = READ_ONCE(r->hdr->head);
-	if (head == r->tail || r->tail - head > r->entries)
-		return false;
-	memcpy(out, kdat_ring_entry(r, head), sizeof(*out));
-	/* done reading the entry before the slot is handed back */
-	smp_store_release(&r->hdr->head, head + 1);
-	kdat_ring_fill(evd, NULL);
-	if (nmore)
-		*nmore = kdat_ring_used(r) + r->backlog;
-	return true;
+	memset(off, 0, sizeof(*off));
+	off->head = offsetof(struct kdat_ring_header, head);
+	off->tail = offsetof(struct kdat_ring_header, tail);
+	off->entries = offsetof(struct kdat_ring_header, entries);
+	off->mask = offsetof(struct kdat_ring_header, mask);
+	off->entry_size = offsetof(struct kdat_ring_header, entry_size);
+	off->backlog = offsetof(struct kdat_ring_header, backlog);
+	off->overflow = offsetof(struct kdat_ring_header, overflow);
+	off->flags = offsetof(struct kdat_ring_header, flags);
+	off->array = KDAT_RING_ENTRIES_OFFSET;
 }
 
 static __poll_t kdat_ring_poll(struct file *file, poll_table *wait)

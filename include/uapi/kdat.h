@@ -45,7 +45,7 @@
 #include <linux/types.h>
 
 #define KDAT_DEVICE_NAME	"kdat"
-#define KDAT_ABI_VERSION	4
+#define KDAT_ABI_VERSION	5
 #define KDAT_IOC_MAGIC		0xDA
 
 #define KDAT_TIMEOUT_INFINITE	0xffffffffu
@@ -130,6 +130,13 @@ struct kdat_ia_query {
 #define KDAT_EVD_CONNECTION	(1u << 3)
 #define KDAT_EVD_CR		(1u << 4)
 #define KDAT_EVD_FLAGS_ALL	(KDAT_EVD_DTO | KDAT_EVD_CONNECTION | KDAT_EVD_CR)
+/*
+ * ... and, from userspace only, how it is consumed: through its event ring
+ * (KDAT_IOC_EVD_RING) and nothing else (ABI 5).  Chosen at creation: a ring
+ * has one consumer, so EVD_WAIT and EVD_DEQUEUE refuse a ring-mode EVD, and
+ * EVD_RING refuses any other.
+ */
+#define KDAT_EVD_RING_MODE	(1u << 8)
 
 struct kdat_evd_create {
 	__u32 size;
@@ -544,11 +551,14 @@ struct kdat_table_attach {
 /* ---- Event rings (an EVD's own file) -------------------------------------- */
 
 /*
- * KDAT_IOC_EVD_RING turns an EVD into a ring EVD and returns a new file
- * (O_CLOEXEC) for it: mmap() it at offset 0 with KDAT_RING_MAP_SIZE(entries)
- * bytes, PROT_READ | PROT_WRITE, MAP_SHARED; poll()/epoll on it report
- * EPOLLIN while events wait (in the ring or queued behind it) and
- * EPOLLHUP | EPOLLERR once the EVD is freed.  An EVD gets one ring, once.
+ * KDAT_IOC_EVD_RING maps the ring of an EVD created with KDAT_EVD_RING_MODE:
+ * it returns a new file (O_CLOEXEC) for it: mmap() it at offset 0 with
+ * map_size bytes, PROT_READ | PROT_WRITE, MAP_SHARED; poll()/epoll on it
+ * report EPOLLIN while events wait (in the ring or queued behind it) and
+ * EPOLLHUP | EPOLLERR once the EVD is freed.  An EVD gets one ring, once;
+ * events posted before it came wait in order and move into it.  The
+ * fields' places in the mapping are in off (struct kdat_ring_offsets):
+ * read them there, not from struct kdat_ring_header's layout.
  *
  * The kernel produces, the consumer consumes, one consumer at a time:
  *   kernel:   entry[tail & mask] = ev; store_release(&hdr->tail, tail + 1)
@@ -564,8 +574,9 @@ struct kdat_table_attach {
  * DAT_QUEUE_FULL once for them.  The kernel reads only head from this
  * memory and checks it; everything else in it is the kernel's to write.
  *
- * KDAT_IOC_EVD_WAIT and KDAT_IOC_EVD_DEQUEUE still work on a ring EVD: they
- * consume from the ring (so they are "the consumer" while they run).
+ * The ring has one consumer, the process that mapped it: KDAT_IOC_EVD_WAIT
+ * and KDAT_IOC_EVD_DEQUEUE on a ring-mode EVD return DAT_INVALID_STATE
+ * (DAT_INVALID_STATE_EVD_IN_USE), and the kernel never writes head.
  */
 #define KDAT_RING_ENTRIES_OFFSET 4096
 #define KDAT_RING_MAX_ENTRIES	 4096
@@ -588,6 +599,23 @@ struct kdat_ring_header {
 	__u32 evd;		/* the EVD's handle */
 };
 
+/*
+ * Where each field of a ring's mapping is, in bytes from its start (the way
+ * io_uring publishes its rings' offsets): a later kernel may move them.
+ */
+struct kdat_ring_offsets {
+	__u32 head;		/* __u32: the consumer's */
+	__u32 tail;		/* __u32 each, the kernel's: */
+	__u32 entries;
+	__u32 mask;
+	__u32 entry_size;
+	__u32 backlog;
+	__u32 overflow;
+	__u32 flags;
+	__u32 array;		/* the first entry; entry i at array + (i & mask) * entry_size */
+	__u32 reserved;
+};
+
 struct kdat_evd_ring {
 	__u32 size;
 	__u32 status;
@@ -595,6 +623,7 @@ struct kdat_evd_ring {
 	__s32 fd;		/* out: the ring's file */
 	__u32 entries;		/* out: roundup_pow_of_two(qlen), at most KDAT_RING_MAX_ENTRIES */
 	__u32 map_size;		/* out: KDAT_RING_MAP_SIZE(entries) */
+	struct kdat_ring_offsets off;	/* out (ABI 5) */
 };
 
 /*

@@ -355,7 +355,7 @@ def test_an_ia_open_whose_argument_cannot_be_written_back_creates_nothing(kd, rd
 @pytest.mark.parametrize("how", ["read_only", "partly_mapped"])
 def test_an_evd_ring_whose_argument_cannot_be_written_back_leaves_the_evd_as_it_was(kd, rdma, how):
     ia = kd.ia_open(host_addr())
-    evd = kd.evd_create(ia, 8, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 8, Kdat.EVD_CONNECTION, ring=True)
     arg = _Arg(Kdat.new("evd_ring", evd=evd), how)
     try:
         assert _raw_errno(kd, "evd_ring", arg.addr) == errno.EFAULT

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from kdat_harness.dat import (DAT, EVENT_VALUE, Kdat, client, host_addr, is_success, kd,  # noqa: F401
+from kdat_harness.dat import (DAT, EVENT_VALUE, Kdat, client, dat_subtype, host_addr,  # noqa: F401
+                              is_success, kd,
                               kdat_files, next_port, server, side, status_name)
 from kdat_harness.guest import UAPI, errno
 from kdat_harness.shared import (MAP_SHARED, PAGE, PROT_READ, PROT_WRITE, Mapping, ring_map_size)
@@ -109,7 +110,7 @@ def ia(kd, rdma):
 def test_evd_ring_returns_its_file_entries_and_map_size(kd, ia, qlen):
     if qlen > kd.ia_query(ia).max_evd_qlen:
         pytest.skip("the IA does not offer that qlen")
-    evd = kd.evd_create(ia, qlen, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, qlen, Kdat.EVD_CONNECTION, ring=True)
     with kd.evd_ring(evd) as ring:
         want = min(roundup_pow2(qlen), C["KDAT_RING_MAX_ENTRIES"])
         assert ring.entries == want
@@ -124,7 +125,7 @@ def test_evd_ring_returns_its_file_entries_and_map_size(kd, ia, qlen):
 
 
 def test_an_evd_gets_one_ring_once(kd, ia):
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
     with kd.evd_ring(evd):
         r = kd.call("evd_ring", evd=evd)      # the ioctl itself works: a DAT status
         assert not is_success(r.status), "a second ring for one EVD"
@@ -133,7 +134,7 @@ def test_an_evd_gets_one_ring_once(kd, ia):
 
 
 def test_evd_ring_of_a_stale_or_unknown_handle_is_invalid_handle(kd, ia):
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
     kd.evd_free(evd)
     for h in (evd, 0, ia, 0xFFFFFFFF):
         r = kd.call("evd_ring", evd=h)
@@ -141,14 +142,14 @@ def test_evd_ring_of_a_stale_or_unknown_handle_is_invalid_handle(kd, ia):
 
 
 def test_events_queued_before_the_ring_come_through_it(kd, ia):
-    evd = kd.evd_create(ia, 8, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 8, Kdat.EVD_CONNECTION, ring=True)
     eps = rejects(kd, ia, evd, 2)
     posted(kd, eps)
     with kd.evd_ring(evd) as ring:
         evs = ring.drain(2)
         assert sorted(e.ep for e in evs) == sorted(eps)
         assert {e.name for e in evs} == {"CONNECTION_EVENT_NON_PEER_REJECTED"}
-        kd.expect_no_event(evd, 100_000)
+        assert is_type(ring.wait(1, 100_000).status, "DAT_TIMEOUT_EXPIRED")
 
 
 # ---- the same events as the ioctl path ------------------------------------------------------------
@@ -198,7 +199,7 @@ def _scenario(client, server, use_ring):
 
 def test_ring_events_are_what_the_ioctl_path_gives(kdat_files, rdma):
     plain = _scenario(side(kdat_files()), side(kdat_files()), use_ring=False)
-    ringed = _scenario(side(kdat_files()), side(kdat_files()), use_ring=True)
+    ringed = _scenario(side(kdat_files(), ring=True), side(kdat_files(), ring=True), use_ring=True)
     assert [e[0] for e in plain] == ["CONNECTION_REQUEST_EVENT", "CONNECTION_EVENT_ESTABLISHED",
                                      "CONNECTION_EVENT_ESTABLISHED",
                                      "CONNECTION_EVENT_DISCONNECTED",
@@ -210,7 +211,7 @@ def test_ring_events_are_what_the_ioctl_path_gives(kdat_files, rdma):
 # ---- poll() ----------------------------------------------------------------------------------------
 
 def test_poll_is_readable_exactly_while_events_wait(kd, ia):
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
     with kd.evd_ring(evd) as ring:
         assert poll_mask(ring.fd) == 0
         r, _, _ = select.select([ring.fd], [], [], 0)
@@ -229,7 +230,7 @@ def test_poll_is_readable_exactly_while_events_wait(kd, ia):
 
 
 def test_poll_wakes_a_sleeping_poller(kd, ia):
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
     with kd.evd_ring(evd) as ring:
         th, box = in_thread(lambda: poll_mask(ring.fd, 60_000))
         blocked_in(box, NR_POLL)
@@ -241,7 +242,7 @@ def test_poll_wakes_a_sleeping_poller(kd, ia):
 
 
 def test_poll_reports_hup_and_err_once_the_evd_is_freed(kd, ia):
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
     with kd.evd_ring(evd) as ring:
         ep = select.epoll()
         ep.register(ring.fd, select.EPOLLIN)
@@ -258,7 +259,7 @@ def test_poll_reports_hup_and_err_once_the_evd_is_freed(kd, ia):
 
 
 def test_poll_hup_when_closing_the_ia_frees_the_evd(kd, ia):
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
     with kd.evd_ring(evd) as ring:
         kd.ia_close(ia)
         assert poll_mask(ring.fd) & POLLHUP_ERR == POLLHUP_ERR
@@ -268,7 +269,7 @@ def test_poll_hup_when_closing_the_ia_frees_the_evd(kd, ia):
 # ---- KDAT_IOC_EVD_RING_WAIT ------------------------------------------------------------------------
 
 def test_ring_wait_times_out_in_about_the_time_asked(kd, ia):
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
     with kd.evd_ring(evd) as ring:
         for timeout_us in (200_000, 600_000, 3_000_000):
             def attempt(start):
@@ -296,7 +297,7 @@ def test_ring_wait_times_out_in_about_the_time_asked(kd, ia):
 
 
 def test_ring_wait_threshold_and_it_takes_nothing(kd, ia):
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
     with kd.evd_ring(evd) as ring:
         for bad in (0, ring.entries + 1, 0xFFFFFFFF):
             r = ring.wait(bad, 1000)
@@ -314,7 +315,7 @@ def test_ring_wait_threshold_and_it_takes_nothing(kd, ia):
 
 
 def test_ring_wait_wakes_when_the_threshold_is_reached(kd, ia):
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
     with kd.evd_ring(evd) as ring:
         th, box = in_thread(lambda: ring.wait(3, 60_000_000))
         blocked_in(box, NR_IOCTL)
@@ -331,7 +332,7 @@ def test_ring_wait_wakes_when_the_threshold_is_reached(kd, ia):
 
 
 def test_ring_wait_is_aborted_when_its_evd_goes(kd, ia):
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
     with kd.evd_ring(evd) as ring:
         th, box = in_thread(lambda: ring.wait(1, 30_000_000))
         blocked_in(box, NR_IOCTL)
@@ -357,8 +358,8 @@ def test_events_beyond_the_ring_wait_in_the_backlog_and_none_is_lost(client, ser
     n = 8
     port = next_port()
     # small rings: EVDs of qlen 2
-    screvd = server.k.evd_create(server.ia, 2, Kdat.EVD_CR | Kdat.EVD_CONNECTION)
-    cevd = client.k.evd_create(client.ia, 2, Kdat.EVD_CONNECTION)
+    screvd = server.k.evd_create(server.ia, 2, Kdat.EVD_CR | Kdat.EVD_CONNECTION, ring=True)
+    cevd = client.k.evd_create(client.ia, 2, Kdat.EVD_CONNECTION, ring=True)
     crring = server.k.evd_ring(screvd)
     cring = client.k.evd_ring(cevd)
     try:
@@ -410,7 +411,7 @@ def test_events_beyond_the_ring_wait_in_the_backlog_and_none_is_lost(client, ser
 # ---- the mapping -----------------------------------------------------------------------------------
 
 def test_ring_mmap_with_a_wrong_length_or_offset_is_einval(kd, ia):
-    evd = kd.evd_create(ia, 8, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 8, Kdat.EVD_CONNECTION, ring=True)
     with kd.evd_ring(evd, map_it=False) as ring:
         rw = PROT_READ | PROT_WRITE
         for length, offset in [(page_align(ring.map_size) + PAGE, 0), (ring.map_size, PAGE),
@@ -425,7 +426,7 @@ def test_ring_mmap_with_a_wrong_length_or_offset_is_einval(kd, ia):
 
 
 def test_the_ring_mapping_outlives_the_evd(kd, ia):
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
     ring = kd.evd_ring(evd)
     try:
         eps = rejects(kd, ia, evd, 1)
@@ -446,22 +447,28 @@ def test_the_ring_mapping_outlives_the_evd(kd, ia):
         ring.close()
 
 
-def test_closing_the_ring_file_leaves_a_working_evd(kd, ia):
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+def test_closing_the_ring_file_leaves_the_evd_its_ring(kd, ia):
+    """The ring is the EVD's, not the file's: events keep arriving in it (RING_WAIT counts them),
+    no second ring is handed out, EVD_WAIT still refuses, and the EVD frees cleanly."""
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
     ring = kd.evd_ring(evd)
     ring.close()
     eps = rejects(kd, ia, evd, 2)
-    got = [kd.expect_event(evd, "NON_PEER_REJECTED").ep for _ in eps]
-    assert sorted(got) == sorted(eps)
-    r = kd.call("evd_ring_wait", evd=evd, threshold=1, timeout_us=0)
-    assert is_type(r.status, "DAT_TIMEOUT_EXPIRED"), status_name(r.status)
+    posted(kd, eps)
+    r = kd.call("evd_ring_wait", evd=evd, threshold=2, timeout_us=T)
+    assert is_success(r.status) and r.available == 2, (status_name(r.status), r.available)
+    assert is_type(kd.call("evd_ring", evd=evd).status, "DAT_INVALID_STATE")
+    assert is_type(kd.status("evd_wait", evd=evd, timeout_us=0, threshold=1), "DAT_INVALID_STATE")
+    for ep in eps:
+        kd.ep_free(ep)
+    kd.evd_free(evd)
 
 
 # ---- a consumer that writes garbage ---------------------------------------------------------------
 
 @pytest.mark.parametrize("garbage", ["ahead", "behind", "huge"])
 def test_a_garbage_head_harms_nothing_and_loses_nothing(kd, ia, garbage):
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
     with kd.evd_ring(evd) as ring:
         first = rejects(kd, ia, evd, 1)
         assert ring.drain(1)[0].ep == first[0]
@@ -479,14 +486,9 @@ def test_a_garbage_head_harms_nothing_and_loses_nothing(kd, ia, garbage):
         assert (ring.tail - real_head) & 0xFFFFFFFF <= ring.entries
         h = ring.header()
         assert h.overflow == 0 and h.entries == ring.entries and h.evd == evd
-        d = kd.call("evd_dequeue", evd=evd)
-        assert dat_type(d.status) in (DAT["DAT_SUCCESS"], DAT["DAT_QUEUE_EMPTY"]), \
-            status_name(d.status)
-        got = [d.event.ep] if is_success(d.status) else []
-        if not got:
-            # the consumer's real head again: everything posted meanwhile comes, once
-            ring.head = real_head
-        got += [e.ep for e in ring.drain(3 - len(got))]
+        # the consumer's real head again: everything posted meanwhile comes, once
+        ring.head = real_head
+        got = [e.ep for e in ring.drain(3)]
         assert sorted(got) == sorted(eps), "an event was lost or came twice"
         assert is_type(ring.wait(1, 100_000).status, "DAT_TIMEOUT_EXPIRED")
         assert kd.ep_state(eps[0]) == "DISCONNECTED"
@@ -494,7 +496,7 @@ def test_a_garbage_head_harms_nothing_and_loses_nothing(kd, ia, garbage):
 
 def test_kernel_fields_written_by_the_consumer_are_ignored(kd, ia):
     RH = UAPI.structs["kdat_ring_header"]
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
     with kd.evd_ring(evd) as ring:
         rejects(kd, ia, evd, 1)
         ring.drain(1)
@@ -511,27 +513,52 @@ def test_kernel_fields_written_by_the_consumer_are_ignored(kd, ia):
         assert ev.ep == eps[0] and ev.number == EVENT_VALUE["CONNECTION_EVENT_NON_PEER_REJECTED"]
 
 
-# ---- EVD_WAIT / EVD_DEQUEUE on a ring EVD ----------------------------------------------------------
+# ---- one consumer: the ring's ----------------------------------------------------------------------
 
-def test_evd_wait_and_dequeue_consume_from_the_ring(kd, ia):
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+def test_evd_wait_and_dequeue_refuse_a_ring_evd_and_leave_its_ring_alone(kd, ia):
+    """A ring has one consumer (ABI 5): EVD_WAIT and EVD_DEQUEUE on a ring-mode EVD are
+    DAT_INVALID_STATE (EVD_IN_USE), before and after its ring is mapped, and take nothing."""
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
+    eps = rejects(kd, ia, evd, 1)
+    posted(kd, eps)
+    for name, args in (("evd_dequeue", {}), ("evd_wait", {"timeout_us": 0, "threshold": 1})):
+        st = kd.status(name, evd=evd, **args)
+        assert is_type(st, "DAT_INVALID_STATE"), (name, status_name(st))
+        assert dat_subtype(st) == DAT["DAT_INVALID_STATE_EVD_IN_USE"], (name, status_name(st))
     with kd.evd_ring(evd) as ring:
-        assert is_type(kd.status("evd_dequeue", evd=evd), "DAT_QUEUE_EMPTY")
-        eps = rejects(kd, ia, evd, 3)
+        eps += rejects(kd, ia, evd, 2)
         assert is_success(ring.wait(3, T).status)
         head = ring.head
-        first = kd.evd_dequeue(evd)
-        assert ring.head == head + 1, "dequeue did not consume from the ring"
-        assert first.nmore == 2
-        second = kd.evd_wait(evd, T)
-        assert ring.head == head + 2 and second.nmore == 1
-        rest = ring.take()
-        assert len(rest) == 1
-        got = [first.ep, second.ep, rest[0].ep]
-        assert sorted(got) == sorted(eps) and len(set(got)) == 3
-        assert all(e.name == "CONNECTION_EVENT_NON_PEER_REJECTED" for e in (first, second, *rest))
-        assert is_type(kd.status("evd_dequeue", evd=evd), "DAT_QUEUE_EMPTY")
-        assert kd.try_wait(evd, 100_000) is None
+        for name, args in (("evd_dequeue", {}), ("evd_wait", {"timeout_us": T, "threshold": 1})):
+            assert is_type(kd.status(name, evd=evd, **args), "DAT_INVALID_STATE")
+        assert ring.head == head, "the kernel wrote head"
+        got = ring.take()
+        assert sorted(e.ep for e in got) == sorted(eps) and len(got) == 3
+
+
+def test_evd_ring_of_an_evd_not_made_for_a_ring_is_invalid_state(kd, ia):
+    """Ring mode is chosen at creation: a plain EVD gets no ring, and keeps working."""
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    r = kd.call("evd_ring", evd=evd)
+    assert is_type(r.status, "DAT_INVALID_STATE") and r.fd == -1, status_name(r.status)
+    assert is_type(kd.call("evd_ring_wait", evd=evd, threshold=1, timeout_us=0).status,
+                   "DAT_INVALID_STATE")
+    eps = rejects(kd, ia, evd, 1)
+    assert kd.expect_event(evd, "NON_PEER_REJECTED").ep == eps[0]
+
+
+def test_the_ring_offsets_are_where_the_header_has_its_fields(kd, ia):
+    """KDAT_IOC_EVD_RING publishes each field's place (struct kdat_ring_offsets); the consumer
+    finds them there.  This kernel's are struct kdat_ring_header's."""
+    RH = UAPI.structs["kdat_ring_header"]
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
+    with kd.evd_ring(evd) as ring:
+        off = ring.off
+        for f in ("head", "tail", "entries", "mask", "entry_size", "backlog", "overflow", "flags"):
+            assert getattr(off, f) == getattr(RH, f).offset, f
+        assert off.array == C["KDAT_RING_ENTRIES_OFFSET"] and off.reserved == 0
+        assert ring.map.u32(off.entries) == ring.entries
+        assert ring.map.u32(off.entry_size) == EVENT_SIZE
 
 
 # ---- out fields are not inputs ----------------------------------------------------------------------
@@ -539,7 +566,7 @@ def test_evd_wait_and_dequeue_consume_from_the_ring(kd, ia):
 def test_stale_out_fields_in_a_request_are_ignored(kd, ia):
     """The header fails an ioctl (EINVAL) for a wrong size or a non-zero reserved field only; a
     caller reusing a struct leaves earlier outputs in it (as evd_wait's nmore is ignored)."""
-    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION)
+    evd = kd.evd_create(ia, 4, Kdat.EVD_CONNECTION, ring=True)
     s = kd.new("evd_ring", evd=evd)
     s.fd, s.entries, s.map_size = 5, 7, 4096
     r = kd.ioctl("evd_ring", s)

@@ -202,7 +202,7 @@ def test_rdma_link_delete_with_endpoints_in_every_state(removable_rxe, rdma, kda
     k2.expect_event(s2.evd, "DISCONNECTED")
     eps["DISCONNECTED"] = done.cep
     table = k.table()
-    ring_evd = k.evd_create(s.ia, 8, Kdat.EVD_CONNECTION)
+    ring_evd = k.evd_create(s.ia, 8, Kdat.EVD_CONNECTION, ring=True)
     ring = k.evd_ring(ring_evd)
     try:
         _delete_and_check(removable_rxe, k, k2, s, s2, eps, pair, held, port, pending_cr, table)
@@ -287,7 +287,7 @@ def test_rmmod_is_refused_while_a_mapping_outlives_its_file(kdat_module, rdma, k
         m = k.table()
     else:
         ia = k.ia_open(host_addr())
-        m = k.evd_ring(k.evd_create(ia, 8, Kdat.EVD_CONNECTION))
+        m = k.evd_ring(k.evd_create(ia, 8, Kdat.EVD_CONNECTION, ring=True))
     k.close()
     try:
         r = guest.unload_module()

@@ -6,8 +6,8 @@ import os
 import struct
 
 from kdat_harness import REPO, guest
-from kdat_harness.dat import (Kdat, client, connect_pair, kdat_files, server,  # noqa: F401
-                              side)
+from kdat_harness.dat import (Kdat, client, connect_pair, host_addr, kdat_files,  # noqa: F401
+                              next_port, server, side)
 
 NOBODY = 65534
 # x86-64 kernel addresses (direct map, vmalloc, modules, text) all sit in the top half.
@@ -48,7 +48,12 @@ def test_an_inherited_file_reaches_the_parents_objects(kdat_module, rdma, kernel
 
 def test_no_ioctl_output_table_or_ring_exposes_a_kernel_address(client, server):
     """A whole connection's worth of outputs: queries, events, CR, table records, ring entries."""
-    ring = client.k.evd_ring(client.evd)
+    # a ring with an entry in it: a connect to a port nobody listens on is refused
+    revd = client.k.evd_create(client.ia, 8, Kdat.EVD_CONNECTION, ring=True)
+    ring = client.k.evd_ring(revd)
+    refused = client.k.ep_create(client.ia, revd)
+    client.k.ep_connect(refused, host_addr(), next_port(), 5_000_000)
+    assert [e.ep for e in ring.drain(1)] == [refused]
     p = connect_pair(client, server, client_pd=b"\0" * 8, accept_pd=b"\0" * 8)
     bad = []
     for k, s, eps in ((client.k, client, [p.cep]), (server.k, server, [p.sep])):

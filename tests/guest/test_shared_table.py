@@ -210,7 +210,7 @@ def test_the_evd_record_holds_its_stream_flags_and_ring_flag(client):
     """An EVD's record: state = the KDAT_EVD_* streams it was created with; RECF_RING once it
     has a ring (the queue length is not mirrored: DTO posts do not take the owner's lock)."""
     k = client.k
-    evd = k.evd_create(client.ia, 8, C["KDAT_EVD_CONNECTION"] | C["KDAT_EVD_CR"])
+    evd = k.evd_create(client.ia, 8, C["KDAT_EVD_CONNECTION"] | C["KDAT_EVD_CR"], ring=True)
     with k.table() as t:
         r = t.record(evd)
         assert r.state == C["KDAT_EVD_CONNECTION"] | C["KDAT_EVD_CR"]

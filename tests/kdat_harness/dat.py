@@ -233,6 +233,7 @@ class Kdat:
     EVD_CONNECTION = C["KDAT_EVD_CONNECTION"]
     EVD_CR = C["KDAT_EVD_CR"]
     EVD_ALL = C["KDAT_EVD_FLAGS_ALL"]
+    EVD_RING_MODE = C["KDAT_EVD_RING_MODE"]
 
     def __init__(self, device=None):
         self.dev = device if device is not None else guest.Device()
@@ -321,9 +322,12 @@ class Kdat:
         return to_py(self.do("ia_query", ia=ia))
 
     # -- EVD --
-    def evd_create(self, ia, qlen=16, flags=None):
+    def evd_create(self, ia, qlen=16, flags=None, ring=False):
+        """An EVD; ring=True creates it in ring mode (KDAT_EVD_RING_MODE): evd_ring() maps its
+        ring, which is then the only way to its events."""
+        flags = self.EVD_ALL if flags is None else flags
         return self.do("evd_create", ia=ia, qlen=qlen,
-                       flags=self.EVD_ALL if flags is None else flags).evd
+                       flags=flags | (self.EVD_RING_MODE if ring else 0)).evd
 
     def evd_free(self, evd):
         self.do("evd_free", evd=evd)
@@ -522,10 +526,12 @@ class Side:
         return self.k.ep_create(self.ia, self.evd, **attrs)
 
 
-def side(k, name=None, qlen=32):
+def side(k, name=None, qlen=32, ring=False):
+    """An IA with a connection EVD and a CR EVD; ring=True makes both ring-mode EVDs (their
+    events then come only through evd_ring())."""
     ia = k.ia_open(name or host_addr())
-    evd = k.evd_create(ia, qlen, Kdat.EVD_CONNECTION)
-    crevd = k.evd_create(ia, qlen, Kdat.EVD_CR | Kdat.EVD_CONNECTION)
+    evd = k.evd_create(ia, qlen, Kdat.EVD_CONNECTION, ring=ring)
+    crevd = k.evd_create(ia, qlen, Kdat.EVD_CR | Kdat.EVD_CONNECTION, ring=ring)
     return Side(k, ia, evd, crevd)
 
 

@@ -53,8 +53,6 @@ RING_ENTRIES_OFFSET = C["KDAT_RING_ENTRIES_OFFSET"]
 # Offsets of the fields the protocols load and store on their own.
 _SEQ = Record.seq.offset
 _HIGH_WATER = Header.high_water.offset
-_RING_HEAD = RingHeader.head.offset
-_RING_TAIL = RingHeader.tail.offset
 
 
 def handle_slot(h):
@@ -267,6 +265,7 @@ class Ring:
         self.fd = result.fd
         self.entries = result.entries
         self.map_size = result.map_size
+        self.off = result.off    # where the fields are: the kernel says (struct kdat_ring_offsets)
         self.result = result
         self.map = None
         self._closer = weakref.finalize(self, os.close, self.fd)
@@ -297,23 +296,23 @@ class Ring:
 
     @property
     def head(self):
-        return self.map.u32(_RING_HEAD)
+        return self.map.u32(self.off.head)
 
     @head.setter
     def head(self, v):
-        self.map.set_u32(_RING_HEAD, v)
+        self.map.set_u32(self.off.head, v)
 
     @property
     def tail(self):
-        return self.map.u32(_RING_TAIL)
+        return self.map.u32(self.off.tail)
 
     def available(self):
         return (self.tail - self.head) & 0xFFFFFFFF
 
     def entry(self, index):
         """The raw struct kdat_event at ring position `index` (masked)."""
-        h = self.header()
-        off = RING_ENTRIES_OFFSET + (index & h.mask) * h.entry_size
+        mask = self.map.u32(self.off.mask)
+        off = self.off.array + (index & mask) * self.map.u32(self.off.entry_size)
         return EventStruct.from_buffer_copy(self.map.read(off, ctypes.sizeof(EventStruct)))
 
     def take(self, limit=None):

@@ -14,7 +14,7 @@ Evd::Evd(const Ia &ia, std::uint32_t qlen, std::uint32_t flags) : state_(ia.devi
   kdat_evd_create create{};
   create.ia = ia.handle();
   create.qlen = qlen;
-  create.flags = flags;
+  create.flags = flags | KDAT_EVD_RING_MODE;  // its ring is its only way out
   detail::ioctl_checked(state_->file.get(), KDAT_IOC_EVD_CREATE, create, "evd_create");
   handle_ = create.evd;
   try {
@@ -24,7 +24,7 @@ Evd::Evd(const Ia &ia, std::uint32_t qlen, std::uint32_t flags) : state_(ia.devi
     ring_fd_ = UniqueFd(ring.fd);
     region_ = MappedRegion::map(ring_fd_.get(), 0, ring.map_size, PROT_READ | PROT_WRITE,
                                 "mmap event ring");
-    ring_ = RingConsumer(region_.data(), region_.size());
+    ring_ = RingConsumer(region_.data(), region_.size(), ring.off);
     overflow_seen_ = ring_.overflow();
   } catch (...) {
     free();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <kdat/error.hpp>
@@ -24,6 +25,20 @@ class FakeRing {
     h->evd = 0x10002;
   }
   kdat_ring_header *header() { return reinterpret_cast<kdat_ring_header *>(memory_.data()); }
+  // What KDAT_IOC_EVD_RING reports for this kernel's layout.
+  static kdat_ring_offsets offsets() {
+    kdat_ring_offsets off{};
+    off.head = offsetof(kdat_ring_header, head);
+    off.tail = offsetof(kdat_ring_header, tail);
+    off.entries = offsetof(kdat_ring_header, entries);
+    off.mask = offsetof(kdat_ring_header, mask);
+    off.entry_size = offsetof(kdat_ring_header, entry_size);
+    off.backlog = offsetof(kdat_ring_header, backlog);
+    off.overflow = offsetof(kdat_ring_header, overflow);
+    off.flags = offsetof(kdat_ring_header, flags);
+    off.array = KDAT_RING_ENTRIES_OFFSET;
+    return off;
+  }
   void *data() { return memory_.data(); }
   std::size_t size() const { return memory_.size() * sizeof(std::uint64_t); }
 
@@ -64,7 +79,7 @@ class FakeRing {
 
 TEST(Ring, EmptyRingPopsNothing) {
   FakeRing r(4);
-  kdat::RingConsumer c(r.data(), r.size());
+  kdat::RingConsumer c(r.data(), r.size(), FakeRing::offsets());
   EXPECT_EQ(c.entries(), 4u);
   EXPECT_EQ(c.available(), 0u);
   EXPECT_FALSE(c.pop().has_value());
@@ -72,7 +87,7 @@ TEST(Ring, EmptyRingPopsNothing) {
 
 TEST(Ring, FifoAcrossWrapAroundAndHeadIsPublished) {
   FakeRing r(4);
-  kdat::RingConsumer c(r.data(), r.size());
+  kdat::RingConsumer c(r.data(), r.size(), FakeRing::offsets());
   std::uint32_t next_in = 0, next_out = 0;
   for (int round = 0; round < 10; ++round) {
     while (r.produce(next_in)) ++next_in;  // fill to the brim (the last one goes to backlog)
@@ -96,7 +111,7 @@ TEST(Ring, CountersWrapAround32Bits) {
   FakeRing r(8);
   r.header()->head = 0xfffffffeu;
   r.header()->tail = 0xfffffffeu;
-  kdat::RingConsumer c(r.data(), r.size());
+  kdat::RingConsumer c(r.data(), r.size(), FakeRing::offsets());
   for (std::uint32_t i = 0; i < 6; ++i) ASSERT_TRUE(r.produce(i));
   EXPECT_EQ(c.available(), 6u);
   for (std::uint32_t i = 0; i < 6; ++i) EXPECT_EQ(c.pop()->number, i);
@@ -105,7 +120,7 @@ TEST(Ring, CountersWrapAround32Bits) {
 
 TEST(Ring, FlagsAndOverflowAreVisible) {
   FakeRing r(2);
-  kdat::RingConsumer c(r.data(), r.size());
+  kdat::RingConsumer c(r.data(), r.size(), FakeRing::offsets());
   EXPECT_FALSE(c.dead());
   r.header()->overflow = 3;
   r.header()->flags = KDAT_RING_DEAD;
@@ -116,21 +131,21 @@ TEST(Ring, FlagsAndOverflowAreVisible) {
 TEST(Ring, RejectsBadGeometry) {
   FakeRing r(4);
   r.header()->entries = 3;
-  EXPECT_THROW(kdat::RingConsumer(r.data(), r.size()), kdat::Error);
+  EXPECT_THROW(kdat::RingConsumer(r.data(), r.size(), FakeRing::offsets()), kdat::Error);
   FakeRing s(4);
   s.header()->entry_size = 16;
-  EXPECT_THROW(kdat::RingConsumer(s.data(), s.size()), kdat::Error);
+  EXPECT_THROW(kdat::RingConsumer(s.data(), s.size(), FakeRing::offsets()), kdat::Error);
   FakeRing t(4);
-  EXPECT_THROW(kdat::RingConsumer(t.data(), 4096 + 10), kdat::Error);
+  EXPECT_THROW(kdat::RingConsumer(t.data(), 4096 + 10, FakeRing::offsets()), kdat::Error);
   FakeRing u(4);
   u.header()->tail = 9;  // more than a ring ahead: corrupt
-  kdat::RingConsumer cu(u.data(), u.size());
+  kdat::RingConsumer cu(u.data(), u.size(), FakeRing::offsets());
   EXPECT_THROW((void)cu.pop(), kdat::Error);
 }
 
 TEST(Ring, ConcurrentProducerLosesAndReordersNothing) {
   FakeRing r(8);
-  kdat::RingConsumer c(r.data(), r.size());
+  kdat::RingConsumer c(r.data(), r.size(), FakeRing::offsets());
   constexpr std::uint32_t total = 200000;
   std::thread producer([&] {
     for (std::uint32_t i = 0; i < total;) {
@@ -153,6 +168,57 @@ TEST(Ring, ConcurrentProducerLosesAndReordersNothing) {
   }
   producer.join();
   EXPECT_EQ(c.available(), 0u);
+}
+
+// A kernel that lays the ring out differently (fields moved, entries further on) publishes
+// other offsets: the consumer reads and writes only where they point.
+TEST(Ring, FollowsThePublishedOffsets) {
+  std::vector<std::uint64_t> memory((8192 + 4 * sizeof(kdat_event)) / sizeof(std::uint64_t), 0);
+  auto *bytes = reinterpret_cast<std::byte *>(memory.data());
+  const auto at = [&](std::uint32_t offset) {
+    return reinterpret_cast<std::uint32_t *>(bytes + offset);
+  };
+  kdat_ring_offsets off{};
+  off.head = 1024;
+  off.tail = 0;
+  off.entries = 2048;
+  off.mask = 2052;
+  off.entry_size = 2056;
+  off.backlog = 3000;
+  off.overflow = 3004;
+  off.flags = 3008;
+  off.array = 8192;
+  *at(off.entries) = 4;
+  *at(off.mask) = 3;
+  *at(off.entry_size) = sizeof(kdat_event);
+  kdat_event ev{};
+  ev.number = 0x4001;
+  std::memcpy(bytes + off.array + sizeof(kdat_event), &ev, sizeof(ev));  // slot 1
+  *at(off.head) = 1;
+  *at(off.tail) = 2;
+  *at(off.backlog) = 5;
+  kdat::RingConsumer c(memory.data(), memory.size() * sizeof(std::uint64_t), off);
+  EXPECT_EQ(c.entries(), 4u);
+  EXPECT_EQ(c.available(), 1u);
+  EXPECT_EQ(c.backlog(), 5u);
+  const auto got = c.pop();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->number, 0x4001u);
+  EXPECT_EQ(*at(off.head), 2u);
+  EXPECT_EQ(*reinterpret_cast<std::uint32_t *>(bytes), 2u) << "tail (at 0) left alone";
+}
+
+TEST(Ring, RejectsOffsetsOutsideTheMapping) {
+  FakeRing r(4);
+  auto off = FakeRing::offsets();
+  off.tail = static_cast<std::uint32_t>(r.size());  // just past the end
+  EXPECT_THROW(kdat::RingConsumer(r.data(), r.size(), off), kdat::Error);
+  off = FakeRing::offsets();
+  off.head = 2;  // misaligned
+  EXPECT_THROW(kdat::RingConsumer(r.data(), r.size(), off), kdat::Error);
+  off = FakeRing::offsets();
+  off.array = static_cast<std::uint32_t>(r.size()) - 8;  // entries would run past the end
+  EXPECT_THROW(kdat::RingConsumer(r.data(), r.size(), off), kdat::Error);
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ class RingConsumer {
   // `base` is the mapping's start (the header), `size` its length.  Throws
   // Error(DAT_INTERNAL_ERROR) if the header is not a ring (entries not a power of two, entries past
   // the mapping, ...).
-  RingConsumer(void *base, std::size_t size);
+  // `off` says where each field is (KDAT_IOC_EVD_RING's answer).
+  RingConsumer(void *base, std::size_t size, const kdat_ring_offsets &off);
 
   [[nodiscard]] std::uint32_t entries() const { return entries_; }
   // Events in the ring now (tail loaded with acquire).
@@ -34,7 +35,11 @@ class RingConsumer {
   [[nodiscard]] std::optional<kdat_event> pop();
 
  private:
-  kdat_ring_header *header_ = nullptr;
+  std::uint32_t *head_ = nullptr;  // the consumer's: the only field written here
+  const std::uint32_t *tail_ = nullptr;
+  const std::uint32_t *backlog_ = nullptr;
+  const std::uint32_t *overflow_ = nullptr;
+  const std::uint32_t *flags_ = nullptr;
   const std::byte *entries_base_ = nullptr;
   std::uint32_t entries_ = 0;
   std::uint32_t mask_ = 0;
