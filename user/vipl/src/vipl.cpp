@@ -36,6 +36,11 @@ struct Fail {
 
 [[noreturn]] void fail(VIP_RETURN code) { throw Fail{code}; }
 
+// A DISCONNECTED EP is made reusable (the table's RESET rule); any other is left as it is.
+void reset_if_disconnected(kdat::Endpoint &ep) {
+  if (kdat::lookup(ep.state(), kdat::Stimulus::RESET).action == kdat::StepAction::go) ep.reset();
+}
+
 VIP_RETURN from_dat(kdat::DatReturn r) {
   switch (r.type()) {
     case KDAT_DAT_SUCCESS: return VIP_SUCCESS;
@@ -233,13 +238,12 @@ struct Vi {
     while (evd.dequeue()) {
     }
   }
-  // The EP UNCONNECTED again, whatever connection or attempt it had.
+  // The EP UNCONNECTED again, whatever connection or attempt it had: the table says which
+  // states an abrupt disconnect ends and which a reset leaves.
   void reset_ep() {
-    const auto s = ep.state();
-    if (s == kdat::EpState::CONNECTED || s == kdat::EpState::DISCONNECT_PENDING ||
-        s == kdat::EpState::ACTIVE_CONNECTION_PENDING || s == kdat::EpState::COMPLETION_PENDING)
+    if (kdat::lookup(ep.state(), kdat::Stimulus::DISCONNECT_ABRUPT).action == kdat::StepAction::go)
       ep.disconnect(kdat::CloseMode::abrupt);
-    if (ep.state() == kdat::EpState::DISCONNECTED) ep.reset();
+    reset_if_disconnected(ep);
     drain();
   }
   // Back to Idle after a failed or ended connection.
@@ -503,7 +507,7 @@ std::optional<VIP_RETURN> outcome_of(const kdat::Event &ev, Attributes *remote) 
 
 void connect_once(Vi &vi, const NetAddress &remote, const Request &req, const Deadline &deadline) {
   vi.drain();
-  if (vi.ep.state() == kdat::EpState::DISCONNECTED) vi.ep.reset();
+  reset_if_disconnected(vi.ep);
   vi.ep.connect(to_kdat(remote.host), conn_qual(remote.discriminator), deadline.remaining(),
                 as_pd(encode_request(req)));
 }
@@ -562,7 +566,7 @@ VIP_RETURN peer_step(Vi &vi, bool blocking, VIP_VI_ATTRIBUTES *remote_out) {
         if (ev && ev->is_connection_event()) {
           // The accepted connection failed (the peer gave up): wait for another request.
           accepted = vi.peer_waiter->accepted = false;
-          if (vi.ep.state() == kdat::EpState::DISCONNECTED) vi.ep.reset();
+          reset_if_disconnected(vi.ep);
         }
       }
       if (mismatch) return finish(VIP_INVALID_RELIABILITY_LEVEL);
