@@ -382,7 +382,7 @@ kdat_ret_t kdat_ep_link(struct kdat_ep *ep, struct kdat_evd *conn,
 {
 	struct kdat_ia *ia = ep->ia;
 
-	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ia->obj.ctx->lock);
 	if (kdat_obj_add(ia->obj.ctx, &ep->obj, KDAT_OBJ_EP, &kdat_ep_class))
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 	ep->connect_evd = conn;
