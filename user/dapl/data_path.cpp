@@ -647,13 +647,13 @@ class VerbsDataPath final : public DataPath {
 DAT_RETURN UserQueuePair::post(const Request &r) {
   const bool recv = r.op == Op::recv;
   const kdat::EpState state = ep_.kernel().state();
+  // The state table says where each may be posted: receives before the connection and while
+  // a graceful disconnect drains (seed 001 stops only new sends, RDMA and binds then), not once
+  // it has ended; requests only while connected.
   if (recv) {
-    // Receives may be posted before the connection (DAT), not once it has ended.
-    if (state == kdat::EpState::DISCONNECTED)
-      fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_DISCONNECTED);
-    if (state == kdat::EpState::DISCONNECT_PENDING)
-      fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_DISCPENDING);
-  } else if (state != kdat::EpState::CONNECTED) {
+    if (!kdat::allows(state, kdat::Stimulus::POST_RECV))
+      fail(DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(static_cast<unsigned>(state)));
+  } else if (!kdat::allows(state, kdat::Stimulus::POST_SEND)) {
     fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
   }
   Evd *evd = recv ? ep_.recv_evd : ep_.request_evd;
