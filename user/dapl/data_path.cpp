@@ -3,8 +3,17 @@
 // is a verbs MR (lkey = LMR context, rkey = RMR context).  Each DTO EVD owns one CQ with a
 // completion channel; an EP's request EVD's CQ is its QP's send CQ, its recv EVD's CQ the receive
 // CQ.  Every work request is signalled; its wr_id names a record of the cookie, the length and
-// the EVD, so a completion becomes a DAT_DTO_COMPLETION_EVENT (DAT_COMPLETION_SUPPRESS_FLAG
-// drops successful ones, errors are always reported).  The IB extensions' requests (RDMA write
+// the EVD (a slot of a table reused through a free list, so a post allocates nothing), so a
+// completion becomes a DAT_DTO_COMPLETION_EVENT (DAT_COMPLETION_SUPPRESS_FLAG drops successful
+// ones, errors are always reported).  Sends and RDMA writes of at most the QP's max_inline_data
+// bytes go IBV_SEND_INLINE, as libdaplofa posts them.
+//
+// Polling a CQ is ibv_poll_cq alone: no system call.  The completion channel is read only by a
+// waiter the channel's fd woke (DataPath::notified), and a CQ is armed only before a wait and only
+// if it is not armed already (DataPath::arm: arm, then poll again, so nothing that arrived before
+// the arming is slept on).  Completions moved to an EVD's local queue wake nobody through the
+// EVD's eventfd: whoever sleeps on that EVD (evd_wait, cno_wait) armed its CQ first, so the
+// completion's channel event wakes it.  The IB extensions' requests (RDMA write
 // with immediate data, atomics) and receives that carry immediate data complete as
 // DAT_IB_DTO_EVENTs with a DAT_IB_EXTENSION_EVENT_DATA in the event's extension data.
 #include "data_path.hpp"
@@ -14,12 +23,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 namespace kdat::dapl {
 namespace {
@@ -27,6 +38,11 @@ namespace {
 constexpr std::uint32_t kDefaultDtos = 64;
 constexpr std::uint32_t kDefaultIov = 4;
 constexpr auto kSettleLimit = std::chrono::seconds(1);
+// The inline data a user QP asks for (libdaplofa's default too); a device that offers less gets
+// a QP without (UserQpAttributes::inline_optional).
+constexpr std::uint32_t kInlineData = 256;
+// Scatter/gather lists up to this long are built on the stack.
+constexpr DAT_COUNT kStackSges = 8;
 
 struct MrFreer {
   void operator()(ibv_mr *mr) const { (void)ibv_dereg_mr(mr); }
@@ -72,12 +88,6 @@ DAT_DTO_COMPLETION_STATUS to_dat(ibv_wc_status status) {
   }
 }
 
-void wake(const Evd &evd) {
-  const std::uint64_t one = 1;
-  (void)!::write(evd.wake.get(), &one, sizeof(one));
-  if (evd.cno != nullptr) (void)!::write(evd.cno->wake.get(), &one, sizeof(one));
-}
-
 // An EVD's CQ and its completion channel.
 struct Cq {
   Cq() = default;
@@ -89,6 +99,9 @@ struct Cq {
   }
   ibv_comp_channel *channel = nullptr;
   ibv_cq *cq = nullptr;
+  // ibv_req_notify_cq was called and its channel event has not been read yet (the next
+  // completion will make the channel's fd readable, or already has).
+  bool armed = false;
 };
 
 // What a DAT post asks for.
@@ -198,6 +211,63 @@ struct Pending {
   std::optional<DAT_IB_EXT_TYPE> extension;  // of an IB extension request
   bool suppress = false;
   bool recv = false;
+};
+
+// The posted work requests whose completions have not been taken.  A request's wr_id is its
+// slot's index (low 32 bits) and the slot's generation (high 32 bits), which changes whenever the
+// slot is freed: a completion of a request forgotten meanwhile (its EP reset or freed, its EVD
+// freed) names an old generation and is ignored, even if the slot holds a newer request.
+class PendingTable {
+ public:
+  std::uint64_t add(const Pending &p) {
+    std::uint32_t i = 0;
+    if (free_.empty()) {
+      i = static_cast<std::uint32_t>(slots_.size());
+      slots_.emplace_back();
+    } else {
+      i = free_.back();
+      free_.pop_back();
+    }
+    Slot &s = slots_[i];
+    s.pending = p;
+    s.used = true;
+    return (std::uint64_t{s.generation} << 32) | i;
+  }
+  // The request `id` names; nullptr if it was forgotten.
+  [[nodiscard]] Pending *find(std::uint64_t id) {
+    const auto i = static_cast<std::uint32_t>(id);
+    if (i >= slots_.size()) return nullptr;
+    Slot &s = slots_[i];
+    if (!s.used || s.generation != static_cast<std::uint32_t>(id >> 32)) return nullptr;
+    return &s.pending;
+  }
+  void remove(std::uint64_t id) {
+    if (find(id) != nullptr) release(static_cast<std::uint32_t>(id));
+  }
+  template <typename F>
+  void remove_if(F &&f) {
+    for (std::uint32_t i = 0; i < slots_.size(); ++i)
+      if (slots_[i].used && f(slots_[i].pending)) release(i);
+  }
+  template <typename F>
+  [[nodiscard]] bool any(F &&f) const {
+    return std::any_of(slots_.begin(), slots_.end(),
+                       [&](const Slot &s) { return s.used && f(s.pending); });
+  }
+
+ private:
+  struct Slot {
+    Pending pending;
+    std::uint32_t generation = 0;
+    bool used = false;
+  };
+  void release(std::uint32_t i) {
+    slots_[i].used = false;
+    ++slots_[i].generation;
+    free_.push_back(i);
+  }
+  std::vector<Slot> slots_;
+  std::vector<std::uint32_t> free_;
 };
 
 class VerbsDataPath;
@@ -375,6 +445,8 @@ class VerbsDataPath final : public DataPath {
     q.max_recv_sge = std::max<std::uint32_t>(k.max_recv_iov != 0 ? k.max_recv_iov : kDefaultIov, 1);
     q.max_send_sge =
         std::max<std::uint32_t>(k.max_request_iov != 0 ? k.max_request_iov : kDefaultIov, 1);
+    q.max_inline_data = kInlineData;
+    q.inline_optional = true;
     (void)attr;
     // The peer's atomics (dat_ib_post_cmp_and_swap, _fetch_and_add) need the QP's permission too.
     q.remote_atomic = true;
@@ -404,30 +476,31 @@ class VerbsDataPath final : public DataPath {
   }
 
   std::size_t poll_completions(Evd &evd) override {
-    const auto it = cqs_.find(&evd);
-    if (it == cqs_.end()) return 0;
-    Cq &cq = *it->second;
-    // Consume the channel's notifications (non-blocking fd): evd_wait re-arms before sleeping.
-    ibv_cq *got = nullptr;
-    void *context = nullptr;
-    while (ibv_get_cq_event(cq.channel, &got, &context) == 0) ibv_ack_cq_events(got, 1);
-    std::size_t added = 0;
-    ibv_wc wc[16];
-    for (;;) {
-      const int n = ibv_poll_cq(cq.cq, 16, wc);
-      if (n <= 0) break;
-      for (int i = 0; i < n; ++i) added += take(evd, wc[i]);
-    }
-    if (added > 0) wake(evd);
-    return added;
+    Cq *cq = cq_of(evd);
+    return cq != nullptr ? poll(evd, *cq) : 0;
   }
 
   int arm(Evd &evd) override {
-    const auto it = cqs_.find(&evd);
-    if (it == cqs_.end()) return -1;
-    (void)ibv_req_notify_cq(it->second->cq, 0);
-    (void)poll_completions(evd);  // what arrived before the arming
-    return it->second->channel->fd;
+    Cq *cq = cq_of(evd);
+    if (cq == nullptr) return -1;
+    if (!cq->armed) {
+      (void)ibv_req_notify_cq(cq->cq, 0);
+      cq->armed = true;
+      (void)poll(evd, *cq);  // what arrived before the arming
+    }
+    return cq->channel->fd;
+  }
+
+  void notified(Evd &evd) override {
+    Cq *cq = cq_of(evd);
+    if (cq == nullptr) return;
+    // One event per arming; the fd is non-blocking (EAGAIN: another waiter took it).
+    ibv_cq *got = nullptr;
+    void *context = nullptr;
+    if (ibv_get_cq_event(cq->channel, &got, &context) == 0) {
+      ibv_ack_cq_events(got, 1);
+      cq->armed = false;
+    }
   }
 
   void settle(Ep &ep, Evd &evd) override {
@@ -435,33 +508,44 @@ class VerbsDataPath final : public DataPath {
     const auto deadline = std::chrono::steady_clock::now() + kSettleLimit;
     for (;;) {
       (void)poll_completions(evd);
-      const bool left = std::any_of(pending_.begin(), pending_.end(), [&](const auto &p) {
-        return p.second.ep == &ep && p.second.evd == &evd;
-      });
+      const bool left =
+          pending_.any([&](const Pending &p) { return p.ep == &ep && p.evd == &evd; });
       if (!left || std::chrono::steady_clock::now() >= deadline) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
 
   void forget_ep(Ep &ep) override {
-    std::erase_if(pending_, [&](const auto &p) { return p.second.ep == &ep; });
+    pending_.remove_if([&](const Pending &p) { return p.ep == &ep; });
     if (ep.user && ep.qp) static_cast<UserQueuePair &>(*ep.qp).clear();
   }
 
   void forget_evd(Evd &evd) override {
-    std::erase_if(pending_, [&](const auto &p) { return p.second.evd == &evd; });
+    pending_.remove_if([&](const Pending &p) { return p.evd == &evd; });
     cqs_.erase(&evd);
   }
 
   // Records a posted request; returns its wr_id.
-  std::uint64_t remember(const Pending &p) {
-    const std::uint64_t id = ++next_id_;
-    pending_.emplace(id, p);
-    return id;
-  }
-  void drop(std::uint64_t id) { pending_.erase(id); }
+  std::uint64_t remember(const Pending &p) { return pending_.add(p); }
+  void drop(std::uint64_t id) { pending_.remove(id); }
 
  private:
+  Cq *cq_of(Evd &evd) {
+    const auto it = cqs_.find(&evd);
+    return it != cqs_.end() ? it->second.get() : nullptr;
+  }
+
+  std::size_t poll(Evd &evd, Cq &cq) {
+    std::size_t added = 0;
+    ibv_wc wc[16];
+    for (;;) {
+      const int n = ibv_poll_cq(cq.cq, 16, wc);
+      for (int i = 0; i < n; ++i) added += take(evd, wc[i]);
+      if (n < 16) break;
+    }
+    return added;
+  }
+
   Cq &cq_for(Evd &evd) {
     auto &slot = cqs_[&evd];
     if (slot) return *slot;
@@ -485,10 +569,10 @@ class VerbsDataPath final : public DataPath {
 
   // One completion of `evd`'s CQ: 1 if it became an event.
   std::size_t take(Evd &evd, const ibv_wc &wc) {
-    const auto it = pending_.find(wc.wr_id);
-    if (it == pending_.end()) return 0;  // of an EP freed or reset meanwhile
-    Pending p = it->second;
-    pending_.erase(it);
+    const Pending *found = pending_.find(wc.wr_id);
+    if (found == nullptr) return 0;  // of an EP freed or reset meanwhile
+    Pending p = *found;
+    pending_.remove(wc.wr_id);
     ++evd.counters[DCNT_EVD_DTO_CALLBACK];
     if (p.ep->qp) static_cast<UserQueuePair &>(*p.ep->qp).completed(p.recv);
     const bool ok = wc.status == IBV_WC_SUCCESS;
@@ -557,8 +641,7 @@ class VerbsDataPath final : public DataPath {
   std::optional<kdat::Verbs> verbs_;
   std::optional<DeviceLimits> limits_;
   std::unordered_map<Evd *, std::unique_ptr<Cq>> cqs_;
-  std::unordered_map<std::uint64_t, Pending> pending_;
-  std::uint64_t next_id_ = 0;
+  PendingTable pending_;
 };
 
 DAT_RETURN UserQueuePair::post(const Request &r) {
@@ -597,13 +680,18 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
   if ((r.op == Op::rdma_read || is_atomic(r.op)) && ep_.attr.max_rdma_read_out <= 0)
     fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_CREDITS);
   if (is_atomic(r.op)) check_atomic(r);
-  // Reap finished requests (suppressed ones included) before counting what is outstanding.
-  (void)path_.poll_completions(*evd);
+  // When the queue looks full, reap finished requests (suppressed ones included, which nobody
+  // dequeues) and count again.
   const std::size_t max_dtos =
       static_cast<std::size_t>(recv ? ep_.attr.max_recv_dtos : ep_.attr.max_request_dtos);
-  if ((recv ? recv_ : request_) >= max_dtos) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+  std::size_t &outstanding = recv ? recv_ : request_;
+  if (outstanding >= max_dtos) (void)path_.poll_completions(*evd);
+  if (outstanding >= max_dtos) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
 
-  std::vector<ibv_sge> sge(static_cast<std::size_t>(n));
+  std::array<ibv_sge, kStackSges> stack_sge;
+  std::vector<ibv_sge> heap_sge;
+  if (n > kStackSges) heap_sge.resize(static_cast<std::size_t>(n));
+  ibv_sge *const sge = n > kStackSges ? heap_sge.data() : stack_sge.data();
   DAT_VLEN length = 0;
   for (DAT_COUNT i = 0; i < n; ++i) {
     if (r.iov[i].segment_length > UINT32_MAX) fail(DAT_INVALID_PARAMETER, r.arg_iov);
@@ -627,17 +715,24 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
     ibv_recv_wr wr{};
     ibv_recv_wr *bad = nullptr;
     wr.wr_id = id;
-    wr.sg_list = sge.data();
+    wr.sg_list = sge;
     wr.num_sge = n;
     rc = ibv_post_recv(ep_.user->qp(), &wr, &bad);
   } else {
     ibv_send_wr wr{};
     ibv_send_wr *bad = nullptr;
     wr.wr_id = id;
-    wr.sg_list = sge.data();
+    wr.sg_list = sge;
     wr.num_sge = n;
     wr.opcode = opcode_of(r.op);
     wr.send_flags = IBV_SEND_SIGNALED;
+    // Small sends and writes carry their data in the work request: the device copies it at the
+    // post instead of reading the LMR later (so, as with libdaplofa, the LMR context of such a
+    // post is not checked).
+    const bool carries_data =
+        r.op == Op::send || r.op == Op::rdma_write || r.op == Op::rdma_write_immed;
+    if (carries_data && length > 0 && length <= ep_.user->max_inline_data())
+      wr.send_flags |= IBV_SEND_INLINE;
     if (r.flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG) wr.send_flags |= IBV_SEND_SOLICITED;
     if (r.flags & DAT_COMPLETION_BARRIER_FENCE_FLAG) wr.send_flags |= IBV_SEND_FENCE;
     if (is_atomic(r.op)) {
@@ -659,7 +754,7 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
     if (rc == EINVAL) fail(DAT_INVALID_PARAMETER, r.arg_segments);
     fail(DAT_INTERNAL_ERROR);
   }
-  ++(recv ? recv_ : request_);
+  ++outstanding;
   count_post(ep_, r.op, length);
   return DAT_SUCCESS;
 }

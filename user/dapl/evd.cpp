@@ -2,9 +2,10 @@
 //
 // An EVD with the CONNECTION or CR flag owns a kdat EVD in ring mode: connection and CR events
 // come from the kernel's ring.  Every EVD also has a local queue (software events from
-// evd_post_se; DTO completions once the data path fills it) with an eventfd that wakes waiters.
-// evd_wait sleeps in ppoll on the ring's fd, the eventfd and the data path's completion fd, with
-// the provider lock dropped.
+// evd_post_se; DTO completions once the data path fills it) with an eventfd that wakes waiters of
+// software events and evd_set_unwaitable.  evd_wait sleeps in ppoll on the ring's fd, the eventfd
+// and the data path's completion channel fd (its CQ armed first: data_path.hpp), with the provider
+// lock dropped; the path that finds an event at once makes no system call.
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
@@ -182,11 +183,22 @@ bool take(Evd &evd, DAT_EVENT &out) {
   return false;
 }
 
-void append_fds(Evd &evd, std::vector<pollfd> &fds) {
+// Adds the fds a sleeper on `evd` waits on (its eventfd, its ring's fd, its CQ's channel, armed);
+// returns the index of the channel's fd in `fds`, or -1 if the EVD has no CQ.
+int append_fds(Evd &evd, std::vector<pollfd> &fds) {
   fds.push_back({evd.wake.get(), POLLIN, 0});
   if (evd.kernel) fds.push_back({evd.kernel->fd(), POLLIN, 0});
   const int cq = evd.ia->data_path->arm(evd);
-  if (cq >= 0) fds.push_back({cq, POLLIN, 0});
+  if (cq < 0) return -1;
+  fds.push_back({cq, POLLIN, 0});
+  return static_cast<int>(fds.size() - 1);
+}
+
+// After a sleep: takes the channel event of a CQ whose fd woke it, so that the next sleep arms
+// the CQ again.
+void take_notification(Evd &evd, const std::vector<pollfd> &fds, int cq_index) {
+  if (cq_index >= 0 && (fds[static_cast<std::size_t>(cq_index)].revents & POLLIN))
+    evd.ia->data_path->notified(evd);
 }
 
 DAT_RETURN evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno_handle,
@@ -306,7 +318,9 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
         return DAT_SUCCESS;
       }
       std::vector<pollfd> fds;
-      append_fds(evd, fds);
+      const int cq_index = append_fds(evd, fds);
+      // arm() may have found the completions that were missing
+      if (available(evd) >= need) continue;
       pump_connects(*evd.ia, &evd, &fds);
       ++evd.counters[DCNT_EVD_WAIT_BLOCKED];
       lock.unlock();
@@ -320,7 +334,8 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
       lock.lock();
       if (!slept) fail(DAT_TIMEOUT_EXPIRED);
       ++evd.counters[DCNT_EVD_WAIT_NOTIFY];  // woken before the deadline
-      drain(evd.wake.get());
+      if (fds[0].revents & POLLIN) drain(evd.wake.get());
+      take_notification(evd, fds, cq_index);
       // The ring's fd stays readable once the kernel counted an overflow; if it woke us with
       // nothing in the ring, sleep in the kernel (which reports the overflow once) for a slice.
       if (evd.kernel && fds.size() > 1 && (fds[1].revents & POLLIN) && evd.kernel->pending() == 0) {
@@ -484,13 +499,18 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE handle, DAT_TIMEOUT timeout, DAT_EVD_HANDLE *
     const auto deadline = deadline_of(timeout);
     for (;;) {
       std::vector<pollfd> fds{{cno.wake.get(), POLLIN, 0}};
+      std::vector<std::pair<Evd *, int>> cqs;  // each EVD's channel fd's index in fds
       for (Evd *evd : cno.evds) {
         if (!evd->enabled) continue;
         if (available(*evd) > 0) {
           *out = evd->handle;
           return DAT_SUCCESS;
         }
-        append_fds(*evd, fds);
+        cqs.emplace_back(evd, append_fds(*evd, fds));
+        if (available(*evd) > 0) {  // arm() found completions
+          *out = evd->handle;
+          return DAT_SUCCESS;
+        }
       }
       lock.unlock();
       bool slept = false;
@@ -504,6 +524,10 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE handle, DAT_TIMEOUT timeout, DAT_EVD_HANDLE *
       lock.lock();
       if (!slept) fail(DAT_TIMEOUT_EXPIRED);
       drain(cno.wake.get());
+      // The EVDs cannot have gone while the lock was dropped: an EVD of a CNO with a waiter is
+      // still in cno.evds (evd_free takes it out under the lock), so check before touching one.
+      for (const auto &[evd, index] : cqs)
+        if (cno.evds.contains(evd)) take_notification(*evd, fds, index);
     }
   });
 }

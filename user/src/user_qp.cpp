@@ -127,6 +127,7 @@ struct UserEndpoint::Impl final : detail::UserQpHook {
   ibv_cq *recv_cq = nullptr;
   ibv_qp *qp = nullptr;
   bool own_send_cq = false, own_recv_cq = false;
+  std::uint32_t max_inline_data = 0;  // what ibv_create_qp granted
   std::optional<Endpoint> ep;
   std::uint32_t handle = 0;
   // QP state changes: the thread taking events and the caller's disconnect/reset/accept.
@@ -242,7 +243,12 @@ UserEndpoint::UserEndpoint(const Ia &ia, const Verbs &verbs, const Evd &connect_
   init.cap.max_inline_data = attributes.max_inline_data;
   init.qp_type = IBV_QPT_RC;
   m.qp = ibv_create_qp(verbs.pd(), &init);
+  if (m.qp == nullptr && attributes.max_inline_data > 0 && attributes.inline_optional) {
+    init.cap.max_inline_data = 0;  // the device offers less: no inline sends
+    m.qp = ibv_create_qp(verbs.pd(), &init);
+  }
   if (m.qp == nullptr) throw_verbs(errno, "ibv_create_qp");
+  m.max_inline_data = init.cap.max_inline_data;  // ibv_create_qp wrote the granted caps
 
   kdat_uqp_create arg{};
   arg.ia = ia.handle();
@@ -279,6 +285,7 @@ ibv_qp *UserEndpoint::qp() const { return impl_ ? impl_->qp : nullptr; }
 ibv_cq *UserEndpoint::send_cq() const { return impl_ ? impl_->send_cq : nullptr; }
 ibv_cq *UserEndpoint::recv_cq() const { return impl_ ? impl_->recv_cq : nullptr; }
 std::uint32_t UserEndpoint::qp_num() const { return impl_ ? impl_->qp->qp_num : 0; }
+std::uint32_t UserEndpoint::max_inline_data() const { return impl_ ? impl_->max_inline_data : 0; }
 
 ibv_qp_state UserEndpoint::qp_state() const {
   if (!impl_) detail::throw_null_handle(KDAT_DAT_INVALID_HANDLE_EP, "ibv_query_qp");

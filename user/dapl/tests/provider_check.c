@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int checks, failures;
 
@@ -422,6 +423,55 @@ static void data_path(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL p
   dto_done("dp: rdma read", c_req, 0x53, 700, DAT_DTO_SUCCESS);
   truth("dp: RDMA read: local bytes equal the remote ones",
         memcmp(cbuf + 4096, sbuf + 4096, 700) == 0);
+
+  /* a thread asleep in evd_wait is woken by a completion (its CQ was armed before it slept:
+   * no lost wakeup); the 64-byte write goes inline */
+  {
+    pthread_t t;
+    struct waiter w;
+    iov[0] = triplet(c_l, cbuf + 2048, 64);
+    rmr.virtual_address = (DAT_VADDR)(uintptr_t)(sbuf + 2048);
+    rmr.segment_length = 64;
+    ck.as_64 = 0x55;
+    if (truth("dp: a thread waits in evd_wait on the request EVD", start_waiter(&t, &w, c_req))) {
+      const struct timespec nap = {0, 100 * 1000 * 1000};
+      nanosleep(&nap, NULL); /* let it reach its sleep */
+      expect("dp: post_rdma_write (64 bytes) while the thread sleeps",
+             dat_ep_post_rdma_write(c, 1, iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+      pthread_join(t, NULL);
+      truth("dp: the sleeping waiter got the write's completion",
+            w.result == DAT_SUCCESS && w.event.event_number == DAT_DTO_COMPLETION_EVENT &&
+                w.event.event_data.dto_completion_event_data.user_cookie.as_64 == 0x55 &&
+                w.event.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS);
+      truth("dp: 64-byte RDMA write: target bytes equal the source",
+            memcmp(sbuf + 2048, cbuf + 2048, 64) == 0);
+    }
+  }
+
+  /* max_request_dtos (8) suppressed writes nobody dequeues, then one more: the post reaps the
+   * finished ones instead of refusing it */
+  {
+    int posted = 0;
+    for (int i = 0; i < 8; ++i) {
+      iov[0] = triplet(c_l, cbuf + 3072 + 64 * i, 64);
+      rmr.virtual_address = (DAT_VADDR)(uintptr_t)(sbuf + 3072 + 64 * i);
+      rmr.segment_length = 64;
+      ck.as_64 = 0x60 + (uint64_t)i;
+      posted +=
+          dat_ep_post_rdma_write(c, 1, iov, ck, &rmr, DAT_COMPLETION_SUPPRESS_FLAG) == DAT_SUCCESS;
+    }
+    truth("dp: 8 suppressed RDMA writes posted", posted == 8);
+    const struct timespec nap = {0, 300 * 1000 * 1000};
+    nanosleep(&nap, NULL); /* they complete */
+    iov[0] = triplet(c_l, cbuf + 3584, 64);
+    rmr.virtual_address = (DAT_VADDR)(uintptr_t)(sbuf + 3584);
+    ck.as_64 = 0x68;
+    expect("dp: a 9th write once the 8 completed",
+           dat_ep_post_rdma_write(c, 1, iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+    dto_done("dp: the 9th write (only it reports)", c_req, 0x68, 64, DAT_DTO_SUCCESS);
+    truth("dp: the 9 writes' target bytes equal the source",
+          memcmp(sbuf + 3072, cbuf + 3072, 576) == 0);
+  }
 
   /* a suppressed send completes silently */
   iov[0] = triplet(c_l, cbuf, 8);

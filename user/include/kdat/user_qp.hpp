@@ -92,6 +92,9 @@ struct UserQpAttributes {
   std::uint32_t max_send_sge = 1;
   std::uint32_t max_recv_sge = 1;
   std::uint32_t max_inline_data = 0;
+  // If the device refuses max_inline_data, make the QP without inline data instead of failing
+  // (UserEndpoint::max_inline_data() says what was granted).
+  bool inline_optional = false;
   // Also accept the peer's atomics (IBV_ACCESS_REMOTE_ATOMIC, added to the local write and remote
   // read/write the kernel hands out for INIT).  They take the responder resources of RDMA reads:
   // ep.max_rdma_read_in must not be 0 for them, nor the peer's max_rdma_read_out.
@@ -131,6 +134,9 @@ class UserEndpoint {
   [[nodiscard]] ibv_cq *send_cq() const;
   [[nodiscard]] ibv_cq *recv_cq() const;
   [[nodiscard]] std::uint32_t qp_num() const;
+  // The most bytes a send or RDMA write may carry with IBV_SEND_INLINE (the QP's granted
+  // cap.max_inline_data; at least what was asked for, or 0).
+  [[nodiscard]] std::uint32_t max_inline_data() const;
   // ibv_query_qp's view of the QP's state.
   [[nodiscard]] ibv_qp_state qp_state() const;
 
