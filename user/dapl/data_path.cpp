@@ -9,13 +9,13 @@
 // bytes go IBV_SEND_INLINE, as libdaplofa posts them.
 //
 // Polling a CQ is ibv_poll_cq alone: no system call.  The completion channel is read only by a
-// waiter the channel's fd woke (DataPath::notified), and a CQ is armed only before a wait and only
-// if it is not armed already (DataPath::arm: arm, then poll again, so nothing that arrived before
-// the arming is slept on).  Completions moved to an EVD's local queue wake nobody through the
-// EVD's eventfd: whoever sleeps on that EVD (evd_wait, cno_wait) armed its CQ first, so the
-// completion's channel event wakes it.  The IB extensions' requests (RDMA write
-// with immediate data, atomics) and receives that carry immediate data complete as
-// DAT_IB_DTO_EVENTs with a DAT_IB_EXTENSION_EVENT_DATA in the event's extension data.
+// waiter the channel's fd woke (DataPath::notified), and a CQ is armed before every sleep on it
+// (DataPath::arm: arm, then poll again, so nothing that arrived before the arming is slept on).
+// Completions moved to an EVD's local queue wake nobody through the EVD's eventfd: whoever
+// sleeps on that EVD (evd_wait, cno_wait) armed its CQ first, so the completion's channel event
+// wakes it.  The IB extensions' requests (RDMA write with immediate data, atomics) and receives
+// that carry immediate data complete as DAT_IB_DTO_EVENTs with a DAT_IB_EXTENSION_EVENT_DATA in
+// the event's extension data.
 #include "data_path.hpp"
 
 #include <fcntl.h>
@@ -99,9 +99,6 @@ struct Cq {
   }
   ibv_comp_channel *channel = nullptr;
   ibv_cq *cq = nullptr;
-  // ibv_req_notify_cq was called and its channel event has not been read yet (the next
-  // completion will make the channel's fd readable, or already has).
-  bool armed = false;
 };
 
 // What a DAT post asks for.
@@ -483,24 +480,22 @@ class VerbsDataPath final : public DataPath {
   int arm(Evd &evd) override {
     Cq *cq = cq_of(evd);
     if (cq == nullptr) return -1;
-    if (!cq->armed) {
-      (void)ibv_req_notify_cq(cq->cq, 0);
-      cq->armed = true;
-      (void)poll(evd, *cq);  // what arrived before the arming
-    }
+    // Armed before every sleep, never "still armed" from an earlier one: a notification that
+    // never came (or came for a completion already polled) must not leave a sleeper unarmed.
+    (void)ibv_req_notify_cq(cq->cq, 0);
+    (void)poll(evd, *cq);  // what arrived before the arming
     return cq->channel->fd;
   }
 
   void notified(Evd &evd) override {
     Cq *cq = cq_of(evd);
     if (cq == nullptr) return;
-    // One event per arming; the fd is non-blocking (EAGAIN: another waiter took it).
+    // One event per wake; the fd is non-blocking (EAGAIN: another waiter took it).  An event
+    // left behind (an arming whose completion was polled before anyone slept) wakes the next
+    // sleeper once, which takes it and sleeps again.
     ibv_cq *got = nullptr;
     void *context = nullptr;
-    if (ibv_get_cq_event(cq->channel, &got, &context) == 0) {
-      ibv_ack_cq_events(got, 1);
-      cq->armed = false;
-    }
+    if (ibv_get_cq_event(cq->channel, &got, &context) == 0) ibv_ack_cq_events(got, 1);
   }
 
   void settle(Ep &ep, Evd &evd) override {

@@ -114,13 +114,12 @@ class DataPath {
                                                                       MemoryKeys &keys) = 0;
   // Moves completions of `evd`'s CQ into evd.local; returns how many.
   virtual std::size_t poll_completions(Evd &evd) = 0;
-  // Before sleeping on `evd`: arms its CQ's notification (unless it is armed already) and returns
+  // Before sleeping on `evd`: arms its CQ's notification (every time) and returns
   // the completion channel's fd (-1: the EVD has no CQ).  Completions that arrived before the
   // arming are moved to evd.local.  Completions polled into evd.local signal nobody: a sleeper
   // is woken by the channel's fd, which the first completion after the arming makes readable.
   virtual int arm(Evd &evd) = 0;
-  // The channel's fd that arm() returned was readable after a sleep: takes its event (the CQ is
-  // no longer armed; the next arm() arms it again).
+  // The channel's fd that arm() returned was readable after a sleep: takes one event.
   virtual void notified(Evd &evd) = 0;
   // `ep` has become DISCONNECTED and its QP is in ERR: waits (bounded) until the flushed
   // completions of its requests posted to `evd`'s CQ are in evd.local, so that they are
