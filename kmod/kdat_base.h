@@ -161,8 +161,10 @@ struct kdat_evd {
 	struct list_head ia_node;
 	u32 flags;
 	u32 qlen;
-	spinlock_t lock;		/* events, count, lost, waiters */
+	spinlock_t lock;		/* events, spares, count, lost, waiters */
 	struct list_head events;
+	struct list_head spares;	/* slots of taken events, for the next posts */
+	u32 nspares;
 	u32 count;
 	u32 lost;			/* events that could not be queued */
 	u32 waiters;
@@ -172,6 +174,9 @@ struct kdat_evd {
 	void *upcall_context;
 	struct kdat_ring *ring;		/* set once (under lock), freed with the EVD */
 };
+
+/* Most slots an EVD keeps for reuse (and never more than its qlen). */
+#define KDAT_EVD_SPARES_MAX	64
 
 /* An event waiting in an EVD's queue, holding references on what it names. */
 struct kdat_qevent {
@@ -288,6 +293,7 @@ kdat_ret_t kdat_evd_wait_ref(struct kdat_evd *evd, u32 timeout_us, u32 threshold
 kdat_ret_t kdat_evd_dequeue_ref(struct kdat_evd *evd, struct kdat_event_info *ev,
 				u32 *nmore);
 void kdat_event_put_refs(struct kdat_event_info *info);
+void kdat_evd_recycle(struct kdat_evd *evd, struct kdat_qevent *qe);
 void kdat_evd_post(struct kdat_evd *evd, const struct kdat_event_info *info);
 
 /* kdat_uapi.c: conversions to and from include/uapi/kdat.h */

@@ -308,25 +308,20 @@ EXPORT_SYMBOL_GPL(kdat_cr_reject);
 
 void kdat_cr_post(struct kdat_cr *cr)
 {
-	struct kdat_event_info *info = kzalloc(sizeof(*info), GFP_KERNEL);
+	struct kdat_event_info info = {
+		.number = KDAT_DAT_CONNECTION_REQUEST_EVENT,
+		.sp = cr->sp,
+		.cr = cr,
+		.ep = cr->ep,
+		.private_data_size = cr->private_data_size,
+	};
 
-	if (!info) {
-		kdat_evd_post(cr->sp->evd, &(struct kdat_event_info){
-			.number = KDAT_DAT_CONNECTION_REQUEST_EVENT, .sp = cr->sp, .cr = cr });
-		return;
-	}
 	cr->sp->obj.last_event = KDAT_DAT_CONNECTION_REQUEST_EVENT;
 	cr->sp->obj.events++;
 	cr->obj.last_event = KDAT_DAT_CONNECTION_REQUEST_EVENT;
 	cr->obj.events++;
 	kdat_rec_sync(&cr->sp->obj);
 	kdat_rec_sync(&cr->obj);
-	info->number = KDAT_DAT_CONNECTION_REQUEST_EVENT;
-	info->sp = cr->sp;
-	info->cr = cr;
-	info->ep = cr->ep;
-	info->private_data_size = cr->private_data_size;
-	memcpy(info->private_data, cr->private_data, cr->private_data_size);
-	kdat_evd_post(cr->sp->evd, info);
-	kfree(info);
+	memcpy(info.private_data, cr->private_data, cr->private_data_size);
+	kdat_evd_post(cr->sp->evd, &info);
 }

@@ -117,23 +117,18 @@ static void kdat_wr_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct kdat_wr *wr = container_of(wc->wr_cqe, struct kdat_wr, cqe);
 	struct kdat_ep *ep = cq->cq_context;	/* each EP has its own CQ */
 	bool recv = wr->kind == KDAT_WR_RECV;
-	struct kdat_event_info *info;
-	struct kdat_evd *evd;
+	struct kdat_event_info info = {
+		.number = wr->kind == KDAT_WR_BIND ? KDAT_DAT_RMR_BIND_COMPLETION_EVENT :
+			  KDAT_DAT_DTO_COMPLETION_EVENT,
+		.ep = ep,
+		.cookie = wr->cookie,
+		.dto_status = kdat_dto_status(wc->status),
+		.transfered_length = recv ? wc->byte_len : wr->length,
+	};
 
-	evd = recv ? READ_ONCE(ep->recv_evd) : READ_ONCE(ep->request_evd);
-	info = kzalloc(sizeof(*info), GFP_KERNEL);
-	if (info) {
-		info->number = wr->kind == KDAT_WR_BIND ? KDAT_DAT_RMR_BIND_COMPLETION_EVENT :
-			       KDAT_DAT_DTO_COMPLETION_EVENT;
-		info->ep = ep;
-		info->cookie = wr->cookie;
-		info->dto_status = kdat_dto_status(wc->status);
-		info->transfered_length = recv ? wc->byte_len : wr->length;
-		if (wr->kind == KDAT_WR_BIND && wr->rmr)
-			wr->rmr->bound = wc->status == IB_WC_SUCCESS;
-		kdat_evd_post(evd, info);
-		kfree(info);
-	}
+	if (wr->kind == KDAT_WR_BIND && wr->rmr)
+		wr->rmr->bound = wc->status == IB_WC_SUCCESS;
+	kdat_evd_post(recv ? READ_ONCE(ep->recv_evd) : READ_ONCE(ep->request_evd), &info);
 	kdat_wr_put(ep, wr, recv);
 	if (!recv)
 		kdat_ep_send_done(ep);

@@ -71,22 +71,13 @@ static const struct kdat_obj_class kdat_ep_class = {
 static void kdat_post_conn_event(struct kdat_ep *ep, u32 number,
 				 const void *pdata, u32 pdata_len)
 {
-	struct kdat_event_info *info;
+	struct kdat_event_info info = { .number = number, .ep = ep };
 
-	info = kzalloc(sizeof(*info), GFP_KERNEL);
-	if (!info) {
-		/* count it as lost on the EVD rather than vanish */
-		kdat_evd_post(ep->connect_evd, &(struct kdat_event_info){ .number = number });
-		return;
-	}
-	info->number = number;
-	info->ep = ep;
 	if (pdata && pdata_len) {
-		info->private_data_size = min_t(u32, pdata_len, KDAT_PRIVATE_DATA_MAX);
-		memcpy(info->private_data, pdata, info->private_data_size);
+		info.private_data_size = min_t(u32, pdata_len, KDAT_PRIVATE_DATA_MAX);
+		memcpy(info.private_data, pdata, info.private_data_size);
 	}
-	kdat_evd_post(ep->connect_evd, info);
-	kfree(info);
+	kdat_evd_post(ep->connect_evd, &info);
 }
 
 /* ---- the endpoint state machine ----------------------------------------------- */

@@ -16,9 +16,26 @@ static void kdat_evd_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 	rec->flags = READ_ONCE(evd->ring) ? KDAT_RECF_RING : 0;
 }
 
+static void kdat_evd_free_spares(struct kdat_evd *evd)
+{
+	struct kdat_qevent *qe, *tmp;
+	unsigned long flags;
+	LIST_HEAD(spares);
+
+	spin_lock_irqsave(&evd->lock, flags);
+	list_splice_init(&evd->spares, &spares);
+	evd->nspares = 0;
+	spin_unlock_irqrestore(&evd->lock, flags);
+	list_for_each_entry_safe(qe, tmp, &spares, node)
+		kfree(qe);
+}
+
 static void kdat_evd_release(struct kdat_obj *obj)
 {
-	kdat_ring_put(container_of(obj, struct kdat_evd, obj)->ring);
+	struct kdat_evd *evd = container_of(obj, struct kdat_evd, obj);
+
+	kdat_evd_free_spares(evd);
+	kdat_ring_put(evd->ring);
 }
 
 static const struct kdat_obj_class kdat_evd_class = {
@@ -28,8 +45,27 @@ static const struct kdat_obj_class kdat_evd_class = {
 };
 
 /*
+ * Caller holds evd->lock.  A taken event's slot: kept for the next post while
+ * the EVD has fewer than min(qlen, KDAT_EVD_SPARES_MAX), freed otherwise, so
+ * an EVD in steady use allocates nothing per event.
+ */
+void kdat_evd_recycle(struct kdat_evd *evd, struct kdat_qevent *qe)
+{
+	lockdep_assert_held(&evd->lock);
+
+	if (evd->nspares < min_t(u32, evd->qlen, KDAT_EVD_SPARES_MAX)) {
+		list_add(&qe->node, &evd->spares);
+		evd->nspares++;
+	} else {
+		kfree(qe);
+	}
+}
+
+/*
  * Queue an event.  Never drops one silently: if memory for it cannot be had,
- * the EVD counts it and the next wait/dequeue reports DAT_QUEUE_FULL.
+ * the EVD counts it and the next wait/dequeue reports DAT_QUEUE_FULL.  A ring
+ * with room takes it directly; otherwise it goes into a spare slot, or a new
+ * one (GFP_KERNEL: process context).
  */
 void kdat_evd_post(struct kdat_evd *evd, const struct kdat_event_info *info)
 {
@@ -38,18 +74,23 @@ void kdat_evd_post(struct kdat_evd *evd, const struct kdat_event_info *info)
 
 	if (!evd)
 		return;
-	qe = kmalloc(sizeof(*qe), GFP_KERNEL);
 	spin_lock_irqsave(&evd->lock, flags);
 	if (evd->ring) {
 		struct kdat_event_info with_evd = *info;
 
 		/* straight into the ring unless it is full or others wait before us */
 		with_evd.evd = evd;
-		if (kdat_ring_fill(evd, &with_evd)) {
-			kfree(qe);
-			qe = NULL;
+		if (kdat_ring_fill(evd, &with_evd))
 			goto posted;
-		}
+	}
+	qe = list_first_entry_or_null(&evd->spares, struct kdat_qevent, node);
+	if (qe) {
+		list_del(&qe->node);
+		evd->nspares--;
+	} else {
+		spin_unlock_irqrestore(&evd->lock, flags);
+		qe = kmalloc(sizeof(*qe), GFP_KERNEL);
+		spin_lock_irqsave(&evd->lock, flags);
 	}
 	if (qe) {
 		/* A queued event pins the objects it names until it is taken. */
@@ -104,6 +145,7 @@ kdat_ret_t kdat_evd_create_in(struct kdat_ia *ia, u32 qlen, u32 flags, kdat_upca
 	evd->upcall_context = context;
 	spin_lock_init(&evd->lock);
 	INIT_LIST_HEAD(&evd->events);
+	INIT_LIST_HEAD(&evd->spares);
 	init_waitqueue_head(&evd->wq);
 
 	mutex_lock(&ctx->lock);
@@ -153,6 +195,7 @@ static void kdat_evd_drain(struct kdat_evd *evd)
 		kdat_event_put_refs(&qe->info);
 		kfree(qe);
 	}
+	kdat_evd_free_spares(evd);
 }
 
 /* Caller holds ctx->lock; drops the table's reference. */
@@ -206,6 +249,8 @@ static kdat_ret_t kdat_evd_take(struct kdat_evd *evd, struct kdat_event_info *ev
 		qe = list_first_entry(&evd->events, struct kdat_qevent, node);
 		list_del(&qe->node);
 		evd->count--;
+		*ev = qe->info;
+		kdat_evd_recycle(evd, qe);
 	}
 	if (nmore)
 		*nmore = evd->count;
@@ -214,8 +259,6 @@ static kdat_ret_t kdat_evd_take(struct kdat_evd *evd, struct kdat_event_info *ev
 		return kdat_err(KDAT_DAT_QUEUE_FULL, KDAT_DAT_NO_SUBTYPE);
 	if (!qe)
 		return kdat_err(KDAT_DAT_QUEUE_EMPTY, KDAT_DAT_NO_SUBTYPE);
-	*ev = qe->info;
-	kfree(qe);
 	return KDAT_DAT_SUCCESS;
 }
 

@@ -207,18 +207,15 @@ static long kdat_ioc_evd_free(struct kdat_ioc_call *call)
 static kdat_ret_t kdat_take_event(struct kdat_evd *evd, const u32 *timeout_us, u32 threshold,
 				  struct kdat_event *out, u32 *nmore)
 {
-	struct kdat_event_info *info = kzalloc(sizeof(*info), GFP_KERNEL);
+	struct kdat_event_info info;
 	kdat_ret_t ret;
 
-	if (!info)
-		return KDAT_ERR(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
-	ret = timeout_us ? kdat_evd_wait_ref(evd, *timeout_us, threshold, info, nmore) :
-			   kdat_evd_dequeue_ref(evd, info, nmore);
+	ret = timeout_us ? kdat_evd_wait_ref(evd, *timeout_us, threshold, &info, nmore) :
+			   kdat_evd_dequeue_ref(evd, &info, nmore);
 	if (!ret) {
-		kdat_event_to_user(out, info);
-		kdat_event_put_refs(info);
+		kdat_event_to_user(out, &info);
+		kdat_event_put_refs(&info);
 	}
-	kfree(info);
 	return ret;
 }
 

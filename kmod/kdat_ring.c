@@ -91,7 +91,7 @@ bool kdat_ring_fill(struct kdat_evd *evd, const struct kdat_event_info *info)
 		list_del(&qe->node);
 		evd->count--;
 		kdat_event_put_refs(&qe->info);
-		kfree(qe);
+		kdat_evd_recycle(evd, qe);
 	}
 	if (info && list_empty(&evd->events) && kdat_ring_used(r) < r->entries) {
 		kdat_event_to_user(kdat_ring_entry(r, r->tail++), info);
