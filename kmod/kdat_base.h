@@ -238,6 +238,7 @@ void kdat_table_write_end(struct kdat_table *t, struct kdat_record *rec, int liv
 int kdat_table_mmap(struct kdat_table *t, struct vm_area_struct *vma);
 kdat_ret_t kdat_table_list(void __user *ubuf, u32 capacity, u32 *count);
 kdat_ret_t kdat_table_find(u64 id, struct kdat_table **out);
+u64 kdat_table_id(const struct kdat_table *t);
 
 /* kdat_ring.c: event rings (callers of the *_locked-style ones hold evd->lock) */
 struct file *kdat_ring_attach(struct kdat_evd *evd, u32 handle, u32 *entries, u32 *map_size);

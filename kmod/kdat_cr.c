@@ -6,6 +6,7 @@
 #include <linux/slab.h>
 #include <rdma/ib_cm.h>
 #include "kdat_conn.h"
+#include "kdat_trace.h"
 
 static void kdat_cr_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 {
@@ -316,6 +317,9 @@ void kdat_cr_post(struct kdat_cr *cr)
 		.private_data_size = cr->private_data_size,
 	};
 
+	trace_kdat_cr_arrival(cr->obj.ctx ? kdat_table_id(cr->obj.ctx->table) : 0, cr->sp->obj.handle,
+			      cr->obj.handle, cr->ep ? cr->ep->obj.handle : 0, cr->sp->conn_qual,
+			      cr->private_data_size);
 	cr->sp->obj.last_event = KDAT_DAT_CONNECTION_REQUEST_EVENT;
 	cr->sp->obj.events++;
 	cr->obj.last_event = KDAT_DAT_CONNECTION_REQUEST_EVENT;

@@ -18,6 +18,7 @@
 #include <net/net_namespace.h>
 #include <rdma/ib_cm.h>
 #include "kdat_conn.h"
+#include "kdat_trace.h"
 
 static void kdat_ep_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 {
@@ -111,13 +112,27 @@ static void kdat_ep_stop_timer(struct kdat_ep *ep)
  * private data the stimulus brought), and return the action.  Caller holds
  * ctx->lock.
  */
+/* events/kdat/kdat_ep_step: the table's answer for (state, stimulus), taken or refused */
+static void kdat_ep_trace(struct kdat_ep *ep, unsigned int stimulus, struct kdat_ep_step step)
+{
+	bool go = step.action == KDAT_EP_GO;
+
+	if (trace_kdat_ep_step_enabled())
+		trace_kdat_ep_step(ep->obj.ctx ? kdat_table_id(ep->obj.ctx->table) : 0,
+				   ep->obj.handle, ep->state, stimulus, step.action,
+				   go ? step.next : ep->state, go ? step.event : KDAT_EP_EVENT_NONE,
+				   go ? step.effects : 0);
+}
+
 unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
 			  const void *pdata, u32 pdata_len)
 {
 	struct kdat_ep_step step = kdat_ep_lookup(ep->state, stimulus);
+	bool go = step.action == KDAT_EP_GO;
 
 	lockdep_assert_held(&ep->obj.ctx->lock);
-	if (step.action != KDAT_EP_GO)
+	kdat_ep_trace(ep, stimulus, step);
+	if (!go)
 		return step.action;
 	/* the timeout need not pin the EP once the attempt is over either way */
 	if (step.effects & KDAT_EP_FX_STOP_TIMER)
@@ -148,7 +163,10 @@ kdat_ret_t kdat_ep_check(struct kdat_ep *ep, unsigned int stimulus)
 {
 	struct kdat_ep_step step = kdat_ep_lookup(ep->state, stimulus);
 
-	return step.action == KDAT_EP_INVALID ? kdat_invalid_state(ep) : KDAT_DAT_SUCCESS;
+	if (step.action != KDAT_EP_INVALID)
+		return KDAT_DAT_SUCCESS;
+	kdat_ep_trace(ep, stimulus, step);	/* a refusal never reaches kdat_ep_step */
+	return kdat_invalid_state(ep);
 }
 
 /* ---- QP state, driven from rdma_cm's attributes --------------------------------- */

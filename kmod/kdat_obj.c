@@ -5,6 +5,7 @@
  */
 #include <linux/slab.h>
 #include "kdat_base.h"
+#include "kdat_trace.h"
 
 void kdat_ctx_release(struct kref *ref)
 {
@@ -222,6 +223,10 @@ void kdat_event_put_refs(struct kdat_event_info *info)
 int kdat_cm_upcall(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
 	struct kdat_obj *obj = id->context;
+
+	if (trace_kdat_cm_event_enabled())
+		trace_kdat_cm_event(obj->ctx ? kdat_table_id(obj->ctx->table) : 0, obj->type,
+				    READ_ONCE(obj->handle), ev->event, ev->status);
 
 	return obj->cls->cm_event ? obj->cls->cm_event(obj, id, ev) : 0;
 }

@@ -352,3 +352,9 @@ kdat_ret_t kdat_table_find(u64 id, struct kdat_table **out)
 	mutex_unlock(&kdat_tables_lock);
 	return ret;
 }
+
+/* The table's id, as kdatctl lists it (tracepoints name owners by it); 0 for none. */
+u64 kdat_table_id(const struct kdat_table *t)
+{
+	return t ? t->id : 0;
+}
