@@ -12,12 +12,21 @@ all: module user
 deps:
 	@scripts/deps
 
+# A module that links against kdat's exports (the samples, bench/kmod): Kbuild does not track
+# KBUILD_EXTRA_SYMBOLS, so one built against other symbol versions of kdat would stay as it is and
+# fail insmod ("Invalid parameters"); it is rebuilt whenever kdat's Module.symvers changes.
+define build_against_kdat
+	@cmp -s kmod/Module.symvers $(1)/.kdat.symvers || $(MAKE) -s -C $(KDIR) M=$(CURDIR)/$(1) clean
+	$(MAKE) -C $(KDIR) M=$(CURDIR)/$(1) W=1 KCFLAGS=-Werror \
+		KBUILD_EXTRA_SYMBOLS=$(CURDIR)/kmod/Module.symvers modules
+	@cp kmod/Module.symvers $(1)/.kdat.symvers
+endef
+
 # W=1 and -Werror: the module builds warning-free or not at all.
 module:
 	@test -n "$(KVER)" || { echo "no guest kernel headers: run 'make deps'" >&2; exit 1; }
 	$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod W=1 KCFLAGS=-Werror modules
-	$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod/samples W=1 KCFLAGS=-Werror \
-		KBUILD_EXTRA_SYMBOLS=$(CURDIR)/kmod/Module.symvers modules
+	$(call build_against_kdat,kmod/samples)
 
 user:
 	cmake -S user -B $(BUILD)/user -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -26,8 +35,7 @@ user:
 # Benchmarks (bench/): built against an installed libkdat (find_package), run in one guest boot,
 # reported in bench/results/latest.md.  Not part of 'make test'.
 bench-build: all
-	$(MAKE) -C $(KDIR) M=$(CURDIR)/bench/kmod W=1 KCFLAGS=-Werror \
-		KBUILD_EXTRA_SYMBOLS=$(CURDIR)/kmod/Module.symvers modules
+	$(call build_against_kdat,bench/kmod)
 	cmake --install $(BUILD)/user --prefix $(BUILD)/stage >/dev/null
 	cmake -S bench -B $(BUILD)/bench -DCMAKE_PREFIX_PATH=$(abspath $(BUILD))/stage -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD)/bench -j $(JOBS)
