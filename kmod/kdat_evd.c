@@ -16,16 +16,28 @@ static void kdat_evd_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 	rec->flags = READ_ONCE(evd->ring) ? KDAT_RECF_RING : 0;
 }
 
-static void kdat_evd_free_spares(struct kdat_evd *evd)
+/*
+ * Empties the queue (putting the references its events hold) and frees the
+ * spare slots, in one pass under the lock: at kill, and again at release for
+ * whatever was recycled or posted since.
+ */
+static void kdat_evd_drain(struct kdat_evd *evd)
 {
 	struct kdat_qevent *qe, *tmp;
 	unsigned long flags;
+	LIST_HEAD(events);
 	LIST_HEAD(spares);
 
 	spin_lock_irqsave(&evd->lock, flags);
+	list_splice_init(&evd->events, &events);
+	evd->count = 0;
 	list_splice_init(&evd->spares, &spares);
 	evd->nspares = 0;
 	spin_unlock_irqrestore(&evd->lock, flags);
+	list_for_each_entry_safe(qe, tmp, &events, node) {
+		kdat_event_put_refs(&qe->info);
+		kfree(qe);
+	}
 	list_for_each_entry_safe(qe, tmp, &spares, node)
 		kfree(qe);
 }
@@ -34,7 +46,7 @@ static void kdat_evd_release(struct kdat_obj *obj)
 {
 	struct kdat_evd *evd = container_of(obj, struct kdat_evd, obj);
 
-	kdat_evd_free_spares(evd);
+	kdat_evd_drain(evd);
 	kdat_ring_put(evd->ring);
 }
 
@@ -180,23 +192,6 @@ kdat_ret_t kdat_evd_create(struct kdat_ia *ia, u32 qlen, u32 flags,
 	return kdat_evd_create_in(ia, qlen, flags, upcall, context, out, NULL);
 }
 EXPORT_SYMBOL_GPL(kdat_evd_create);
-
-static void kdat_evd_drain(struct kdat_evd *evd)
-{
-	struct kdat_qevent *qe, *tmp;
-	unsigned long flags;
-	LIST_HEAD(events);
-
-	spin_lock_irqsave(&evd->lock, flags);
-	list_splice_init(&evd->events, &events);
-	evd->count = 0;
-	spin_unlock_irqrestore(&evd->lock, flags);
-	list_for_each_entry_safe(qe, tmp, &events, node) {
-		kdat_event_put_refs(&qe->info);
-		kfree(qe);
-	}
-	kdat_evd_free_spares(evd);
-}
 
 /* Caller holds ctx->lock; drops the table's reference. */
 void kdat_evd_kill(struct kdat_evd *evd)
