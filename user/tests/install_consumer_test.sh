@@ -35,6 +35,29 @@ echo "--- pkg-config kdat"
 pcdir=$(dirname "$(find "$prefix" -name kdat.pc | head -n 1)")
 export PKG_CONFIG_PATH=$pcdir
 pkg-config --exists kdat
+# The .pc file leaves the language level to the consumer: C++20 and C++23 both build, and a
+# pre-C++20 build stops at the headers' own message instead of deep in <span>.
+for std in c++20 c++23; do
+	# shellcheck disable=SC2046
+	"$cxx" -std=$std -o "$tmp/consumer-pc" "$src/consumer.cpp" $(pkg-config --cflags --libs kdat)
+	LD_LIBRARY_PATH=$libdir "$tmp/consumer-pc"
+done
+pkg-config --cflags kdat | grep -q -- '-std=' && { echo "kdat.pc forces a -std" >&2; exit 1; }
+pkg-config --print-requires-private kdat | grep -q '^libibverbs' ||
+	{ echo "kdat.pc does not require libibverbs" >&2; exit 1; }
 # shellcheck disable=SC2046
-"$cxx" -o "$tmp/consumer-pc" "$src/consumer.cpp" $(pkg-config --cflags --libs kdat)
-LD_LIBRARY_PATH=$libdir "$tmp/consumer-pc"
+if "$cxx" -std=c++17 -c -o /dev/null "$src/consumer.cpp" $(pkg-config --cflags kdat) 2>"$tmp/c17.err"; then
+	echo "a C++17 build of a libkdat consumer compiled" >&2; exit 1
+fi
+grep -q "need C++20 or later" "$tmp/c17.err" || { echo "no clear C++20 message:" >&2; head -5 "$tmp/c17.err" >&2; exit 1; }
+
+echo "--- exported symbols and the installed kdatctl"
+# Only the public API: nothing of kdat::detail, every symbol in the KDAT_0 version node.
+if nm -DC --defined-only "$libdir/libkdat.so.0" | grep -E '^[0-9a-f]+ [A-Za-z] kdat::detail::'; then
+	echo "libkdat exports kdat::detail symbols" >&2; exit 1
+fi
+nm -D --defined-only --with-symbol-versions "$libdir/libkdat.so.0" | grep -v '@@KDAT_0$' |
+	grep -v ' KDAT_0$' && { echo "libkdat exports symbols outside KDAT_0" >&2; exit 1; }
+# kdatctl finds its libkdat through its RUNPATH, with no LD_LIBRARY_PATH, from wherever it is.
+mv "$prefix" "$tmp/moved"
+env -u LD_LIBRARY_PATH "$tmp/moved/bin/kdatctl" --help >/dev/null

@@ -1,6 +1,10 @@
 // Errors of libkdat: every failure carries a DAT return code (type and subtype).
 #pragma once
 
+#if __cplusplus < 202002L
+#error "libkdat's headers need C++20 or later (-std=c++20)"
+#endif
+
 #include <uapi/kdat_dat.h>
 
 #include <cstdint>

@@ -2,6 +2,10 @@
 // Pure functions, thread-safe.
 #pragma once
 
+#if __cplusplus < 202002L
+#error "libkdat's headers need C++20 or later (-std=c++20)"
+#endif
+
 #include <uapi/kdat.h>
 
 #include <cstddef>
