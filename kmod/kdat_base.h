@@ -122,6 +122,7 @@ struct kdat_ctx {
 	struct kdat_table *table;	/* the records of objs, shared read-only */
 	struct kdat_table *view;	/* another owner's table (TABLE_ATTACH), or NULL */
 	struct net *net;		/* where names, addresses and ids live (referenced) */
+	bool user;			/* an open file's, not a kernel consumer's */
 };
 
 /* One RDMA device kdat has been told about by ib_core (ib_client add). */
@@ -236,6 +237,7 @@ u32 kdat_table_claim(struct kdat_table *t, u32 slot);
 struct kdat_record *kdat_table_write_begin(struct kdat_table *t, u32 slot);
 void kdat_table_write_end(struct kdat_table *t, struct kdat_record *rec, int live_delta);
 int kdat_table_mmap(struct kdat_table *t, struct vm_area_struct *vma);
+void kdat_table_mark_viewer(struct kdat_table *t);
 kdat_ret_t kdat_table_list(void __user *ubuf, u32 capacity, u32 *count);
 kdat_ret_t kdat_table_find(u64 id, struct kdat_table **out);
 u64 kdat_table_id(const struct kdat_table *t);

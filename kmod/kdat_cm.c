@@ -8,10 +8,16 @@
 #include <net/net_namespace.h>
 #include "kdat_base.h"
 
+/*
+ * An id made for an open file is the calling process's in rdma_cm's resource
+ * tracking (rdma res show cm_id gives its pid and comm, as for ucma's ids);
+ * a kernel consumer's is kdat's.
+ */
 static struct rdma_cm_id *kdat_rdma_create_id(struct net *net, rdma_cm_event_handler handler,
-					       void *context)
+					       void *context, bool user)
 {
-	return rdma_create_id(net, handler, context, RDMA_PS_TCP, IB_QPT_RC);
+	return __rdma_create_kernel_id(net, handler, context, RDMA_PS_TCP, IB_QPT_RC,
+				       user ? NULL : KBUILD_MODNAME);
 }
 
 /*

@@ -27,9 +27,12 @@
 struct kdat_ia;
 
 struct kdat_cm_ops {
-	/* An RC id in the initial network namespace (RDMA_PS_TCP). */
+	/*
+	 * An RC id (RDMA_PS_TCP) in net; user: made for an open file, in its
+	 * caller's context (rdma_cm's resource tracking names the process).
+	 */
 	struct rdma_cm_id *(*create_id)(struct net *net, rdma_cm_event_handler handler,
-					void *context);
+					void *context, bool user);
 	void (*destroy_id)(struct rdma_cm_id *id);
 	int (*bind_addr)(struct rdma_cm_id *id, struct sockaddr *addr);
 	int (*listen)(struct rdma_cm_id *id, int backlog);

@@ -37,6 +37,7 @@ static void kdat_ep_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 		     (ep->provider_created ? KDAT_RECF_PROVIDER : 0) |
 		     (ep->uqp ? KDAT_RECF_USER_QP : 0);
 	rec->conn_qual = ep->active ? ep->conn_qual : 0;
+	rec->qp_num = kdat_ep_qpn(ep);
 	if (ep->cm_id) {
 		kdat_sockaddr_copy(&ep->local_addr,
 				   (struct sockaddr *)&ep->cm_id->route.addr.src_addr);
@@ -758,7 +759,7 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 		if (!timer)
 			return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 	}
-	id = ep->ia->cm->create_id(ep->obj.ctx->net, kdat_cm_upcall, ep);
+	id = ep->ia->cm->create_id(ep->obj.ctx->net, kdat_cm_upcall, ep, ep->obj.ctx->user);
 	if (IS_ERR(id)) {
 		kfree(timer);
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);

@@ -565,6 +565,7 @@ static long kdat_ioc_table_attach(struct kdat_ioc_call *call)
 		ctx->view = t;
 		mutex_unlock(&ctx->lock);
 		kdat_table_put(old);	/* existing mappings keep their own reference */
+		kdat_table_mark_viewer(ctx->table);
 	}
 	return 0;
 }

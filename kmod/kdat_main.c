@@ -9,6 +9,7 @@
 #include <linux/nsproxy.h>
 #include <linux/sysfs.h>
 #include <uapi/kdat.h>
+#include <kdat/version.h>
 #include "kdat_conn.h"
 #include "kdat_ioctl.h"
 
@@ -103,7 +104,8 @@ static int __init kdat_init(void)
 	ret = misc_register(&kdat_misc);
 	if (ret)
 		goto err_devices;
-	pr_info("kdat: ABI %u ready on /dev/%s\n", KDAT_ABI_VERSION, KDAT_DEVICE_NAME);
+	pr_info("kdat: %s (ABI %u) ready on /dev/%s\n", KDAT_VERSION, KDAT_ABI_VERSION,
+		KDAT_DEVICE_NAME);
 	return 0;
 
 err_devices:
@@ -127,3 +129,4 @@ module_init(kdat_init);
 module_exit(kdat_exit);
 MODULE_DESCRIPTION("DAT endpoints and connection management on rdma_cm");
 MODULE_LICENSE("GPL");
+MODULE_VERSION(KDAT_VERSION);

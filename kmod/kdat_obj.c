@@ -37,6 +37,7 @@ struct kdat_ctx *kdat_ctx_create(const char *kernel_owner, struct net *net)
 		return NULL;
 	}
 	ctx->net = get_net(net);
+	ctx->user = !kernel_owner;
 	mutex_init(&ctx->lock);
 	xa_init_flags(&ctx->objs, XA_FLAGS_ALLOC1);
 	INIT_LIST_HEAD(&ctx->ias);

@@ -111,6 +111,14 @@ void kdat_table_put(struct kdat_table *t)
 		kref_put(&t->ref, kdat_table_release);
 }
 
+/* The owning file attached a view of another table: see KDAT_TABLE_VIEWER. */
+void kdat_table_mark_viewer(struct kdat_table *t)
+{
+	mutex_lock(&kdat_tables_lock);
+	WRITE_ONCE(t->hdr->flags, t->hdr->flags | KDAT_TABLE_VIEWER);
+	mutex_unlock(&kdat_tables_lock);
+}
+
 /* The owner is gone: unlist the table (idempotent); mappings keep what they see. */
 void kdat_table_close(struct kdat_table *t)
 {
@@ -308,6 +316,9 @@ kdat_ret_t kdat_table_list(void __user *ubuf, u32 capacity, u32 *count)
 	mutex_lock(&kdat_tables_lock);
 	list_for_each_entry(t, &kdat_tables, node) {
 		if (!kdat_table_visible(t) || !kdat_table_may_view(t))
+			continue;
+		/* an observer's own empty table is nothing to look at */
+		if ((READ_ONCE(t->hdr->flags) & KDAT_TABLE_VIEWER) && !READ_ONCE(t->hdr->live))
 			continue;
 		if (n < capacity) {
 			memset(&info, 0, sizeof(info));

@@ -441,6 +441,12 @@ struct kdat_cr_reject {
 /* header.flags */
 #define KDAT_TABLE_KERNEL	(1u << 0)	/* the table of a kernel consumer's IA */
 #define KDAT_TABLE_CLOSED	(1u << 1)	/* the owning file or IA is gone */
+/*
+ * The file attached a view (KDAT_IOC_TABLE_ATTACH): an observer such as
+ * kdatctl.  KDAT_IOC_TABLE_LIST leaves a viewer's table out while it holds no
+ * objects, so observers never list (and attach to) each other's empty tables.
+ */
+#define KDAT_TABLE_VIEWER	(1u << 2)
 
 struct kdat_table_header {
 	__u32 magic;		/* KDAT_TABLE_MAGIC */
@@ -512,7 +518,8 @@ struct kdat_record {
 	__u64 conn_qual;
 	struct kdat_addr local_addr;
 	struct kdat_addr remote_addr;
-	__u64 reserved;
+	__u32 qp_num;		/* EP: its QP's number (rdma res show qp/cm_id lqpn); 0 = none */
+	__u32 reserved;
 };
 
 /*

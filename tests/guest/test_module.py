@@ -1,5 +1,6 @@
 """The module's life cycle: load, /dev/kdat, the version ioctl, clean unload, clean kernel log."""
 import os
+import re
 import stat
 
 from kdat_harness import guest
@@ -61,9 +62,18 @@ def test_bad_size_reserved_bits_and_unknown_command(dev):
 
 
 def test_user_library_sees_the_module(dev):
+    """kdatctl version: its own version and the module's (include/kdat/version.h, the one
+    source; MODULE_VERSION puts it in /sys/module/kdat/version), the ABI and DAT versions."""
     kdatctl = os.path.join(os.environ["KDAT_REPO"], "build", "user", "kdatctl")
-    r = guest.run(kdatctl, "version")
-    assert f"kdat ABI {UAPI.consts['KDAT_ABI_VERSION']}, DAT 2.0" in r.stdout
+    with open(os.path.join(os.environ["KDAT_REPO"], "include", "kdat", "version.h")) as f:
+        version = re.search(r'#define KDAT_VERSION "([0-9.]+)"', f.read()).group(1)
+    with open("/sys/module/kdat/version") as f:
+        assert f.read().strip() == version
+    for argv in (["version"], ["--version"]):
+        r = guest.run(kdatctl, *argv)
+        assert r.stdout.splitlines()[0] == f"kdatctl {version}", r.stdout
+        assert (f"kdat.ko {version}, ABI {UAPI.consts['KDAT_ABI_VERSION']}, DAT 2.0, "
+                in r.stdout.splitlines()[1]), r.stdout
 
 
 def test_the_kernel_log_fixture_sees_new_lines_after_the_log_buffer_wrapped(kernel_log):

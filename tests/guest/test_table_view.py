@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from kdat_harness import REPO, guest
-from kdat_harness.dat import (DAT, STATE_VALUE, Kdat, host_addr, is_success, kd, kdat_files, next_port,  # noqa: F401
-                              status_name)
+from kdat_harness.dat import (DAT, STATE_VALUE, Kdat, connect_pair, host_addr, is_success, kd,  # noqa: F401
+                              kdat_files, next_port, side, status_name)
 from kdat_harness.guest import UAPI, errno
 from kdat_harness.shared import MAP_SHARED, PAGE, PROT_READ, Mapping
 
@@ -372,10 +372,132 @@ def test_unprivileged_owner_sees_its_own_tables_only(kd, rdma, echo):
 
 
 def test_root_may_attach_any_table(kd, owner, echo):
+    assert table_id(kd) in listed(kd)
     for t in listed(kd).values():
         st = kd.status("table_attach", id=t.id)
         assert is_success(st), (t, status_name(st))
-    # and the list of root holds them all: ours, the other process's, the kernel consumer's
+    # and the list of root holds them all: the other process's, the kernel consumer's; ours
+    # was listed until it attached a view: an empty observer's table is not
     ids = listed(kd)
-    assert owner.id in ids and table_id(kd) in ids
+    assert owner.id in ids and table_id(kd) not in ids
     assert any(t.flags & C["KDAT_TABLE_KERNEL"] for t in ids.values())
+
+
+# ---- observers (KDAT_TABLE_VIEWER) and kdatctl ------------------------------------------------
+
+KDATCTL = os.path.join(REPO, "build", "user", "kdatctl")
+
+
+def kdatctl(*argv, check=True):
+    r = subprocess.run([KDATCTL, *argv], capture_output=True, text=True, timeout=60)
+    if check:
+        assert r.returncode == 0, (argv, r.returncode, r.stderr)
+    return r
+
+
+def test_a_viewer_is_not_listed_until_it_holds_objects(kdat_files, rdma):
+    a, b, c = kdat_files(), kdat_files(), kdat_files()
+    a.ia_open(host_addr())
+    before = listed(c)
+    assert table_id(b) in before, "a plain file's empty table is listed"
+    b.table_attach(table_id(a))
+    with b.table(PAGE) as t:
+        assert t.header().flags & C["KDAT_TABLE_VIEWER"]
+    now = listed(c)
+    assert table_id(b) not in now, "an observer's empty table is listed"
+    assert table_id(a) in now and table_id(c) in now
+    ia = b.ia_open(host_addr())       # an observer that makes objects is shown like any owner
+    shown = listed(c)
+    assert table_id(b) in shown and shown[table_id(b)].live == 1
+    b.ia_close(ia)
+    assert table_id(b) not in listed(c)
+
+
+def test_two_kdatctl_watchers_never_list_each_other(owner):
+    """Each kdatctl file attaches a view, so no kdatctl shows another's tables: two watchers
+    once attached to each other's tables in a loop (73, 151, 226, 290 tables 3 s apart)."""
+    watchers = [subprocess.Popen([KDATCTL, "watch", "--json", "--interval", "100", "--count", "30"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(2)]
+    outs = [w.communicate(timeout=120) for w in watchers]
+    for w, (out, err) in zip(watchers, outs):
+        assert w.returncode == 0, err
+        lines = [json.loads(x) for x in out.splitlines()]
+        tables = {x["table"] for x in lines}
+        assert owner.id in tables, "the watcher did not see the owner's table"
+        assert not [x for x in lines if x.get("comm") == "kdatctl"], "a watcher saw kdatctl's table"
+        assert len(tables) <= 3, f"the watcher's tables grew: {sorted(tables)}"
+    listing = json.loads(kdatctl("list", "--json", "--all").stdout)
+    assert not [t for t in listing["tables"] if t["comm"] == "kdatctl"], listing
+
+
+def test_kdatctl_filters_and_show(owner):
+    ep = owner.cmd("ep")
+
+    def objects(*filters):
+        out = json.loads(kdatctl("list", "--json", *filters).stdout)
+        return {(t["id"], o["handle"]) for t in out["tables"] for o in t["objects"]}
+
+    mine = {(owner.id, h) for h in (owner.ia, owner.evd, ep)}
+    assert objects("--pid", str(owner.pid)) == mine
+    assert objects("--table", str(owner.id), "--type", "ep") == {(owner.id, ep)}
+    assert objects("--pid", str(owner.pid), "--state", "UNCONNECTED") == {(owner.id, ep)}
+    assert objects("--table", str(owner.id), "--ia", hex(owner.ia)) == mine
+    assert objects("--pid", str(owner.pid), "--type", "PSP") == set()
+
+    text = kdatctl("show", str(owner.id), hex(ep)).stdout
+    assert f"table        {owner.id} (pid {owner.pid} " in text
+    assert "type         EP" in text and "state        UNCONNECTED (" in text
+    assert f"owner        0x{owner.ia:08x}" in text and f"link         0x{owner.evd:08x}" in text
+    one = json.loads(kdatctl("show", "--json", str(owner.id), str(ep)).stdout)
+    assert one["table"] == owner.id and one["object"]["handle"] == ep
+    assert one["object"]["state"] == "UNCONNECTED"
+
+    gone = kdatctl("show", str(owner.id), "0x7fff0fff", check=False)
+    assert gone.returncode == 1 and "has no object 0x7fff0fff" in gone.stderr, gone.stderr
+    nowhere = kdatctl("show", str(0xFFFFFFFFFF), "1", check=False)
+    assert nowhere.returncode == 1 and f"no table {0xFFFFFFFFFF}" in nowhere.stderr
+    bad = kdatctl("list", "--type", "QP", check=False)
+    assert bad.returncode == 2 and "one of IA, EVD, EP, PSP, RSP, CR" in bad.stderr
+
+
+def test_kdatctl_says_what_to_do_when_it_cannot_open_the_device(tmp_path):
+    missing = kdatctl("--device", str(tmp_path / "kdat"), "list", check=False)
+    assert missing.returncode == 1 and "modprobe kdat" in missing.stderr, missing.stderr
+    node = tmp_path / "node"
+    node.write_text("")
+    os.chmod(node, 0)
+
+    def try_open(_):
+        return subprocess.run([KDATCTL, "--device", str(node), "list"], capture_output=True,
+                              text=True).stderr
+    os.chmod(tmp_path, 0o755)
+    err = in_child_as_nobody(try_open)
+    assert "Permission denied" in err and "udev rule" in err, err
+
+
+def test_ep_records_carry_the_qp_number_that_rdma_res_shows_under_our_pid(kdat_files, rdma):
+    """kdatctl's qp_num joins an EP to iproute2's view: rdma res show cm_id lists a /dev/kdat
+    file's ids under the calling process's pid and comm (it once named every one "[kdat]") with
+    the same QP number."""
+    client, server = side(kdat_files()), side(kdat_files())
+    pair = connect_pair(client, server)
+    with client.k.table() as t:
+        qpn = t.record(pair.cep).qp_num
+    with server.k.table() as t:
+        server_qpn = t.record(pair.sep).qp_num
+    assert qpn and server_qpn and qpn != server_qpn
+    out = subprocess.run(["rdma", "-j", "res", "show", "cm_id"], capture_output=True, text=True,
+                         check=True).stdout
+    ids = json.loads(out)
+    ours = [i for i in ids if i.get("pid") == os.getpid()]
+    assert ours, f"no cm_id of pid {os.getpid()}: {ids}"
+    assert all(i.get("comm") == comm() for i in ours), ours
+    by_qpn = {i.get("lqpn"): i for i in ours}
+    assert qpn in by_qpn, (qpn, ours)
+    # iproute2 prints an address with its port: "src-addr": "192.0.2.1:7471"
+    assert by_qpn[qpn].get("dst-addr", "").endswith(f":{pair.port}"), by_qpn[qpn]
+    assert server_qpn in by_qpn, "the accepted id is the listener's process's too"
+    listener = [i for i in ours if i.get("state") == "LISTEN" and
+                i.get("src-addr", "").endswith(f":{pair.port}")]
+    assert listener, ours

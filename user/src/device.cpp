@@ -61,11 +61,30 @@ void UniqueFd::reset() {
   fd_ = -1;
 }
 
+namespace {
+
+// What to do about the usual reasons /dev/kdat does not open.
+std::string open_advice(int err) {
+  switch (err) {
+    case ENOENT:
+    case ENODEV:
+    case ENXIO:
+      return " (is the kdat module loaded? 'modprobe kdat' loads it; 'lsmod | grep kdat' shows it)";
+    case EACCES:
+    case EPERM:
+      return " (the node's mode and group decide who may open it: see 'ls -l /dev/kdat' and "
+             "kdat's udev rule, or run as root)";
+    default: return "";
+  }
+}
+
+}  // namespace
+
 Device::Device(const std::string &path) {
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
   if (fd.get() < 0) {
     const int err = errno;
-    throw Error(dat_from_errno(err), "open " + path + ": " + std::strerror(err));
+    throw Error(dat_from_errno(err), "open " + path + ": " + std::strerror(err) + open_advice(err));
   }
   state_ = std::make_shared<detail::DeviceState>(std::move(fd));
 }

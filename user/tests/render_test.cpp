@@ -84,3 +84,93 @@ TEST(Render, DiffReportsNewChangedAndFreedByHandleAndSeq) {
 }
 
 }  // namespace
+
+namespace {
+
+// Two tables: pid 10 with an IA (0x10001), an EP it owns (CONNECTED) and a second IA's EP
+// (UNCONNECTED); pid 20 with one EP.
+std::vector<kdat::TableSnapshot> two_tables(FakeTable &a, FakeTable &b) {
+  kdat_record ia{};
+  ia.handle = 0x10001;
+  ia.type = KDAT_REC_IA;
+  ia.state = KDAT_IA_UP;
+  a.write(1, ia);
+  auto owned = ep_record(0x10002, KDAT_EP_CONNECTED, 2);
+  owned.owner = 0x10001;
+  a.write(2, owned);
+  auto other = ep_record(0x10003, KDAT_EP_UNCONNECTED, 0);
+  other.owner = 0x10009;
+  a.write(3, other);
+  b.write(1, ep_record(0x10001, KDAT_EP_CONNECTED, 2));
+  auto sa = snapshot_of(a), sb = snapshot_of(b);
+  sa.header.id = 1;
+  sa.header.pid = 10;
+  sa.header.comm = "server";
+  sb.header.id = 2;
+  sb.header.pid = 20;
+  sb.header.comm = "client";
+  return {sa, sb};
+}
+
+std::vector<std::uint32_t> handles(const std::vector<kdat::TableSnapshot> &tables) {
+  std::vector<std::uint32_t> out;
+  for (const auto &t : tables) {
+    for (const auto &r : t.records)
+      out.push_back(static_cast<std::uint32_t>(t.header.id) << 24 | r.handle);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Render, FiltersSelectTablesAndObjects) {
+  FakeTable a(8), b(8);
+  const auto tables = two_tables(a, b);
+  const auto pick = [&](const kdatctl::Filter &f) { return handles(kdatctl::filtered(tables, f)); };
+  using V = std::vector<std::uint32_t>;
+  EXPECT_EQ(pick({}), (V{0x01010001, 0x01010002, 0x01010003, 0x02010001}));
+  EXPECT_EQ(pick({.pid = 20}), (V{0x02010001}));
+  EXPECT_EQ(pick({.comm = "server"}), (V{0x01010001, 0x01010002, 0x01010003}));
+  EXPECT_EQ(pick({.table = 2}), (V{0x02010001}));
+  // case does not matter; tables with nothing left go
+  EXPECT_EQ(pick({.state = "connected"}), (V{0x01010002, 0x02010001}));
+  EXPECT_EQ(pick({.type = "ia"}), (V{0x01010001}));
+  EXPECT_EQ(pick({.pid = 20, .type = "IA"}), V{});
+  // --ia: the IA and what it owns
+  EXPECT_EQ(pick({.table = 1, .ia = 0x10001}), (V{0x01010001, 0x01010002}));
+  // a filter with no object part keeps a table even when it is empty
+  FakeTable empty(4);
+  auto e = snapshot_of(empty);
+  e.header.pid = 30;
+  EXPECT_EQ(kdatctl::filtered({e}, {.pid = 30}).size(), 1u);
+  EXPECT_TRUE(kdatctl::filtered({e}, {.pid = 30, .state = "CONNECTED"}).empty());
+  EXPECT_TRUE(kdatctl::known_type("rsp"));
+  EXPECT_FALSE(kdatctl::known_type("QP"));
+}
+
+TEST(Render, ShowPrintsEveryFieldOfOneObject) {
+  FakeTable t(4);
+  auto ep = ep_record(0x20003, KDAT_EP_CONNECTED, 4);
+  ep.ird = 4;
+  ep.ord = 2;
+  ep.conn_qual = 7471;
+  ep.last_event = KDAT_DAT_CONNECTION_EVENT_ESTABLISHED;
+  ep.flags = KDAT_RECF_ACTIVE | KDAT_RECF_USER_QP;
+  t.write(3, ep);
+  auto snap = snapshot_of(t);
+  snap.header.id = 42;
+  snap.header.comm = "app";
+  std::ostringstream text;
+  kdatctl::render_object_text(text, snap.header, snap.records.at(0), 0);
+  for (const char *want :
+       {"table        42 (pid 4242 app)", "handle       0x00020003 (slot 3, generation",
+        "type         EP", "state        CONNECTED (", "conn_qual    7471", "ird/ord      4/2",
+        "transitions  4", "last_event   CONNECTION_EVENT_ESTABLISHED",
+        "flags        active,user_qp"}) {
+    EXPECT_NE(text.str().find(want), std::string::npos) << want << "\n" << text.str();
+  }
+  std::ostringstream json;
+  kdatctl::render_object_json(json, snap.header, snap.records.at(0), 0);
+  EXPECT_NE(json.str().find("\"table\":42"), std::string::npos) << json.str();
+  EXPECT_NE(json.str().find("\"object\":{\"handle\":131075"), std::string::npos) << json.str();
+}

@@ -1,7 +1,9 @@
 #include "render.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <kdat/names.hpp>
 #include <kdat/types.hpp>
 #include <map>
@@ -12,6 +14,8 @@ using kdat::json_string;
 using kdat::Record;
 
 namespace {
+
+constexpr std::size_t key_width = 13;  // "show": the longest key and a space
 
 std::string address_text(const kdat_addr &addr) { return kdat::Address{addr}.to_string(); }
 
@@ -36,6 +40,7 @@ std::string table_flags_json(const kdat::TableHeader &h) {
   std::string text = "[";
   if (h.kernel()) text += "\"kernel\",";
   if (h.closed()) text += "\"closed\",";
+  if ((h.flags & KDAT_TABLE_VIEWER) != 0) text += "\"viewer\",";
   if (text.back() == ',') text.pop_back();
   return text + "]";
 }
@@ -68,7 +73,8 @@ void record_json(std::ostream &out, const Record &r, std::uint64_t now_ns) {
       << ",\"local\":" << (has_local(r) ? json_string(address_text(r.local_addr)) : "null")
       << ",\"remote\":" << (has_remote(r) ? json_string(address_text(r.remote_addr)) : "null")
       << ",\"conn_qual\":" << r.conn_qual << ",\"ird\":" << r.ird << ",\"ord\":" << r.ord
-      << ",\"transitions\":" << r.transitions << ",\"events\":" << r.events
+      << ",\"qp_num\":" << r.qp_num << ",\"transitions\":" << r.transitions
+      << ",\"events\":" << r.events
       << ",\"last_event\":" << json_string(kdat::event_name(r.last_event))
       << ",\"flags\":" << json_string(flags_text(r)) << ",\"created_ns\":" << r.created_ns
       << ",\"changed_ns\":" << r.changed_ns
@@ -76,7 +82,83 @@ void record_json(std::ostream &out, const Record &r, std::uint64_t now_ns) {
       << "}";
 }
 
+bool same_name(const std::string &a, const std::string &b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+    return std::toupper(static_cast<unsigned char>(x)) ==
+           std::toupper(static_cast<unsigned char>(y));
+  });
+}
+
 }  // namespace
+
+bool known_type(const std::string &name) {
+  for (const std::uint32_t type :
+       {KDAT_REC_IA, KDAT_REC_EVD, KDAT_REC_EP, KDAT_REC_PSP, KDAT_REC_RSP, KDAT_REC_CR}) {
+    if (same_name(name, kdat::record_type_name(type))) return true;
+  }
+  return false;
+}
+
+bool Filter::table_matches(const kdat::TableHeader &header) const {
+  return (!table || header.id == *table) && (!pid || header.pid == *pid) &&
+         (comm.empty() || header.comm == comm);
+}
+
+bool Filter::record_matches(const kdat::Record &r) const {
+  if (!type.empty() && !same_name(type, kdat::record_type_name(r.type))) return false;
+  if (!state.empty() && !same_name(state, kdat::record_state_name(r))) return false;
+  if (ia && !(r.handle == *ia && r.type == KDAT_REC_IA) && r.owner != *ia) return false;
+  return true;
+}
+
+std::vector<kdat::TableSnapshot> filtered(std::vector<kdat::TableSnapshot> tables,
+                                          const Filter &filter) {
+  std::vector<kdat::TableSnapshot> out;
+  for (auto &t : tables) {
+    if (!filter.table_matches(t.header)) continue;
+    std::erase_if(t.records, [&](const Record &r) { return !filter.record_matches(r); });
+    if (filter.selects_objects() && t.records.empty()) continue;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+void render_object_text(std::ostream &out, const kdat::TableHeader &table, const Record &r,
+                        std::uint64_t now_ns) {
+  const auto line = [&](const char *key, const std::string &value) {
+    out << key << std::string(key_width - std::min(key_width, std::strlen(key)), ' ') << value
+        << "\n";
+  };
+  line("table", std::to_string(table.id) + " (pid " + std::to_string(table.pid) + " " + table.comm +
+                    (table.kernel() ? ", kernel" : "") + (table.closed() ? ", closed" : "") + ")");
+  line("handle", handle_text(r.handle) + " (slot " + std::to_string(KDAT_HANDLE_SLOT(r.handle)) +
+                     ", generation " + std::to_string(r.generation) + ")");
+  line("type", kdat::record_type_name(r.type));
+  line("state", kdat::record_state_name(r) + " (" + std::to_string(r.state) + ")");
+  line("owner", r.owner != 0 ? handle_text(r.owner) : "-");
+  line("link", r.link != 0 ? handle_text(r.link) : "-");
+  line("link2", r.link2 != 0 ? handle_text(r.link2) : "-");
+  line("local", has_local(r) ? address_text(r.local_addr) : "-");
+  line("remote", has_remote(r) ? address_text(r.remote_addr) : "-");
+  line("conn_qual", has_conn_qual(r) ? std::to_string(r.conn_qual) : "-");
+  line("ird/ord", std::to_string(r.ird) + "/" + std::to_string(r.ord));
+  line("qp_num", r.qp_num != 0 ? std::to_string(r.qp_num) : "-");
+  line("transitions", std::to_string(r.transitions));
+  line("events", std::to_string(r.events));
+  line("last_event", kdat::event_name(r.last_event));
+  const std::string flags = flags_text(r);
+  line("flags", flags.empty() ? "-" : flags);
+  line("age", age_text(now_ns, r.created_ns));
+  line("changed", r.changed_ns != 0 ? age_text(now_ns, r.changed_ns) + " ago" : "-");
+}
+
+void render_object_json(std::ostream &out, const kdat::TableHeader &table, const Record &r,
+                        std::uint64_t now_ns) {
+  out << "{\"now_ns\":" << now_ns << ",\"table\":" << table.id << ",\"pid\":" << table.pid
+      << ",\"comm\":" << json_string(table.comm) << ",\"object\":";
+  record_json(out, r, now_ns);
+  out << "}\n";
+}
 
 int type_rank(std::uint32_t type) {
   switch (type) {

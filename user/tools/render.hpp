@@ -4,11 +4,42 @@
 
 #include <cstdint>
 #include <kdat/table.hpp>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 namespace kdatctl {
+
+// What list, watch and show select: tables by --table, --pid and --comm; objects by --type,
+// --state and --ia (the IA itself and everything it owns).  Unset fields match anything; type
+// and state names are compared without regard to case.
+struct Filter {
+  std::optional<std::uint64_t> table = {};
+  std::optional<std::uint32_t> pid = {};
+  std::string comm = {};
+  std::string type = {};   // IA, EVD, EP, PSP, RSP, CR
+  std::string state = {};  // as list shows it: CONNECTED, LISTENING, PENDING, UP, ...
+  std::optional<std::uint32_t> ia = {};
+
+  [[nodiscard]] bool selects_objects() const { return !type.empty() || !state.empty() || ia; }
+  [[nodiscard]] bool table_matches(const kdat::TableHeader &header) const;
+  [[nodiscard]] bool record_matches(const kdat::Record &record) const;
+};
+
+// The record types' names list shows, for checking --type.
+[[nodiscard]] bool known_type(const std::string &name);
+
+// The tables and objects `filter` selects; with an object filter, tables left with no object
+// are dropped too.
+[[nodiscard]] std::vector<kdat::TableSnapshot> filtered(std::vector<kdat::TableSnapshot> tables,
+                                                        const Filter &filter);
+
+// One object, every field of its record: "show".
+void render_object_text(std::ostream &out, const kdat::TableHeader &table,
+                        const kdat::Record &record, std::uint64_t now_ns);
+void render_object_json(std::ostream &out, const kdat::TableHeader &table,
+                        const kdat::Record &record, std::uint64_t now_ns);
 
 // The order list shows objects in: IAs, EPs, service points, CRs, EVDs (then anything else).
 [[nodiscard]] int type_rank(std::uint32_t type);
