@@ -5,7 +5,7 @@ KDIR  ?= /lib/modules/$(KVER)/build
 BUILD ?= $(CURDIR)/build
 JOBS  ?= $(shell nproc)
 
-.PHONY: all deps module user bench demo test test-host test-guest test-debug kunit test-kernel debug-modules guest-shell check-style clean
+.PHONY: all deps module user bench demo test test-host test-guest test-debug kunit test-kernel debug-modules guest-shell check-style clean install help
 
 all: module user
 
@@ -87,6 +87,39 @@ guest-shell: all
 
 check-style:
 	scripts/check-style
+
+# make install [DESTDIR=...] [PREFIX=/usr/local]: kdat.ko where modprobe finds it
+# (/lib/modules/KVER/updates), the udev rule, libkdat/libdaplkdat/kdatctl and their headers
+# (cmake --install), and for out-of-tree kernel consumers kdat's kernel headers and the
+# Module.symvers of this kernel under PREFIX/src/kdat-VERSION (README: "Installing").
+PREFIX ?= /usr/local
+KDAT_VERSION := $(shell sed -n 's/^\#define KDAT_VERSION "\(.*\)"$$/\1/p' include/kdat/version.h)
+KSRCDIR = $(PREFIX)/src/kdat-$(KDAT_VERSION)
+UDEVRULESDIR ?= $(shell pkg-config --variable=udevdir udev 2>/dev/null || echo /lib/udev)/rules.d
+install: all
+	$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod INSTALL_MOD_PATH=$(DESTDIR) INSTALL_MOD_DIR=updates \
+		DEPMOD=true modules_install
+	install -d $(DESTDIR)$(KSRCDIR)/include/kdat $(DESTDIR)$(KSRCDIR)/include/uapi
+	install -m 0644 include/kdat/kdat.h include/kdat/ep_table.h include/kdat/version.h \
+		$(DESTDIR)$(KSRCDIR)/include/kdat/
+	install -m 0644 include/uapi/*.h $(DESTDIR)$(KSRCDIR)/include/uapi/
+	install -D -m 0644 kmod/Module.symvers $(DESTDIR)$(KSRCDIR)/$(KVER)/Module.symvers
+	install -D -m 0644 scripts/99-kdat.rules $(DESTDIR)$(UDEVRULESDIR)/99-kdat.rules
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD)/user --prefix $(PREFIX)
+	@if [ -z "$(DESTDIR)" ]; then depmod -a $(KVER); \
+		udevadm control --reload 2>/dev/null || true; \
+		echo "installed: 'modprobe kdat' loads it (and udev does when an RDMA device appears)"; \
+	fi
+
+help:
+	@echo "make              build kdat.ko, libkdat, kdatctl, the DAT provider and VIPL"
+	@echo "make demo         install what it needs, then connect two processes through kdat.ko in a guest"
+	@echo "make test         install what it needs, then every test (host, guest, KUnit, debug kernel)"
+	@echo "make test-host    host tests only;  make test-guest / test-debug / kunit: one lane"
+	@echo "make bench        benchmarks in a guest (bench/results/latest.md)"
+	@echo "make install      [DESTDIR=] [PREFIX=/usr/local]: module, udev rule, libraries, tools, headers"
+	@echo "make check-style  checkpatch and clang-format"
+	@echo "make clean"
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod clean

@@ -1,10 +1,18 @@
 """The module's life cycle: load, /dev/kdat, the version ioctl, clean unload, clean kernel log."""
 import os
 import re
+import shutil
 import stat
+
+import pytest
 
 from kdat_harness import guest
 from kdat_harness.guest import UAPI, errno
+
+
+def _version():
+    with open(os.path.join(os.environ["KDAT_REPO"], "include", "kdat", "version.h")) as f:
+        return re.search(r'#define KDAT_VERSION "([0-9.]+)"', f.read()).group(1)
 
 
 def test_load_creates_dev_kdat_0600_and_unload_removes_it(rdma, kernel_log):
@@ -20,6 +28,55 @@ def test_load_creates_dev_kdat_0600_and_unload_removes_it(rdma, kernel_log):
     assert not guest.module_loaded()
     assert any("kdat: unloaded" in line for line in kernel_log.new_lines())
     guest.load_module()  # the session's other tests expect it loaded
+
+
+def test_modprobe_loads_the_installed_module_and_udev_reads_its_rule(rdma, kernel_log, tmp_path):
+    """What 'make install' gives a system (tests/host/test_install.py checks the tree it writes):
+    kdat.ko in /lib/modules/KVER/updates, found by depmod and loaded by modprobe with rdma_cm and
+    ib_core; the udev rule loads it when an RDMA device appears and gives the node its group and
+    mode.  The guest's root is the host's, read-only: /lib/modules/KVER gets a tmpfs overlay and
+    the rule goes to /run/udev/rules.d; udevadm test evaluates the rules as udevd would."""
+    kver = os.uname().release
+    moddir = f"/lib/modules/{kver}"
+    if os.environ.get("KDAT_DEBUG_KERNEL") == "1":
+        pytest.skip("the debug kernel has no /lib/modules tree to install into (its RDMA stack "
+                    "is built in); Debian's kernel runs this")
+    if guest.module_loaded():
+        assert guest.unload_module().returncode == 0
+    up, work = tmp_path / "up", tmp_path / "work"
+    up.mkdir()
+    work.mkdir()
+    guest.run("mount", "-t", "overlay", "overlay", "-o",
+              f"lowerdir={moddir},upperdir={up},workdir={work}", moddir)
+    rule = "/run/udev/rules.d/99-kdat.rules"
+    try:
+        os.makedirs(f"{moddir}/updates", exist_ok=True)
+        shutil.copy(guest.KMOD, f"{moddir}/updates/kdat.ko")
+        guest.run("depmod", "-a", kver)
+        guest.run("modprobe", "kdat")
+        assert stat.S_ISCHR(os.stat(guest.DEV).st_mode)
+        with open("/sys/module/kdat/version") as f:
+            assert f.read().strip() == _version()
+        os.makedirs(os.path.dirname(rule), exist_ok=True)
+        shutil.copy(os.path.join(os.environ["KDAT_REPO"], "scripts", "99-kdat.rules"), rule)
+        dev = sorted(os.listdir("/sys/class/infiniband"))[0]
+        added = guest.run("udevadm", "test", "--action=add", f"/sys/class/infiniband/{dev}",
+                          check=False)
+        assert "run: 'kmod load kdat'" in added.stdout + added.stderr, added.stderr[-2000:]
+        node = guest.run("udevadm", "test", "--action=add", "/sys/class/misc/kdat", check=False)
+        out = node.stdout + node.stderr
+        assert re.search(r"Setting permissions /dev/kdat, uid=0, gid=\d+, mode=0660", out), out[-2000:]
+        r = guest.run("modprobe", "-r", "kdat", check=False)
+        assert r.returncode == 0, r.stderr
+        assert not guest.module_loaded() and not os.path.exists(guest.DEV)
+    finally:
+        if os.path.exists(rule):
+            os.unlink(rule)
+        if guest.module_loaded():
+            guest.unload_module()
+        guest.run("umount", moddir, check=False)
+        guest.load_module()  # the session's other tests expect it loaded
+    assert not [line for line in kernel_log.new_lines() if "WARNING" in line or "BUG" in line]
 
 
 def test_rmmod_is_refused_while_a_file_is_open(dev):
@@ -65,8 +122,7 @@ def test_user_library_sees_the_module(dev):
     """kdatctl version: its own version and the module's (include/kdat/version.h, the one
     source; MODULE_VERSION puts it in /sys/module/kdat/version), the ABI and DAT versions."""
     kdatctl = os.path.join(os.environ["KDAT_REPO"], "build", "user", "kdatctl")
-    with open(os.path.join(os.environ["KDAT_REPO"], "include", "kdat", "version.h")) as f:
-        version = re.search(r'#define KDAT_VERSION "([0-9.]+)"', f.read()).group(1)
+    version = _version()
     with open("/sys/module/kdat/version") as f:
         assert f.read().strip() == version
     for argv in (["version"], ["--version"]):
