@@ -4,6 +4,7 @@ see what."""
 import ctypes
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -501,3 +502,16 @@ def test_ep_records_carry_the_qp_number_that_rdma_res_shows_under_our_pid(kdat_f
     listener = [i for i in ours if i.get("state") == "LISTEN" and
                 i.get("src-addr", "").endswith(f":{pair.port}")]
     assert listener, ours
+
+
+def test_kdatctl_devices_names_the_rxe_port_its_netdev_and_address(rdma):
+    out = json.loads(kdatctl("devices", "--json").stdout)
+    ports = {(p["device"], p["port"]): p for p in out["ports"]}
+    p = ports.get((rdma["KDAT_TEST_IBDEV"], 1))
+    assert p, out
+    assert p["state"] == "ACTIVE" and p["link_layer"] == "Ethernet"
+    assert p["netdev"] == rdma["KDAT_TEST_NETDEV"]
+    assert rdma["KDAT_TEST_ADDR"] in p["addresses"]
+    text = kdatctl("devices").stdout
+    assert re.search(rf"^{rdma['KDAT_TEST_IBDEV']}\s+1 ACTIVE\s+Ethernet\s+{rdma['KDAT_TEST_NETDEV']}"
+                     rf"\s+.*{re.escape(rdma['KDAT_TEST_ADDR'])}", text, re.M), text

@@ -2,10 +2,14 @@
 #include "render.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <kdat/table.hpp>
 #include <sstream>
 
+#include "devices.hpp"
 #include "fake_table.hpp"
 
 namespace {
@@ -173,4 +177,58 @@ TEST(Render, ShowPrintsEveryFieldOfOneObject) {
   kdatctl::render_object_json(json, snap.header, snap.records.at(0), 0);
   EXPECT_NE(json.str().find("\"table\":42"), std::string::npos) << json.str();
   EXPECT_NE(json.str().find("\"object\":{\"handle\":131075"), std::string::npos) << json.str();
+}
+
+namespace {
+
+std::vector<std::string> fake_addresses(const std::string &netdev) {
+  if (netdev == "eth1") return {"192.0.2.1", "2001:db8::1"};
+  return {};
+}
+
+void write_file(const std::filesystem::path &p, const std::string &text) {
+  std::filesystem::create_directories(p.parent_path());
+  std::ofstream(p) << text << "\n";
+}
+
+}  // namespace
+
+TEST(Devices, PortsComeFromSysfsWithTheirNetdevsAddresses) {
+  const auto root =
+      std::filesystem::temp_directory_path() / ("kdatctl-sysfs-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);
+  write_file(root / "rxe0/ports/1/state", "4: ACTIVE");
+  write_file(root / "rxe0/ports/1/link_layer", "Ethernet");
+  write_file(root / "rxe0/ports/1/gid_attrs/ndevs/0", "eth1");
+  write_file(root / "mlx5_0/ports/2/state", "1: DOWN");
+  write_file(root / "mlx5_0/ports/2/link_layer", "InfiniBand");
+  write_file(root / "mlx5_0/ports/10/state", "4: ACTIVE");
+  const auto ports = kdatctl::list_ports(root.string(), fake_addresses);
+  std::filesystem::remove_all(root);
+  ASSERT_EQ(ports.size(), 3u);
+  EXPECT_EQ(ports[0].device, "mlx5_0");
+  EXPECT_EQ(ports[0].port, 2u);  // numeric order: 2 before 10
+  EXPECT_EQ(ports[0].state, "DOWN");
+  EXPECT_EQ(ports[0].netdev, "");
+  EXPECT_EQ(ports[1].port, 10u);
+  EXPECT_EQ(ports[2].device, "rxe0");
+  EXPECT_EQ(ports[2].state, "ACTIVE");
+  EXPECT_EQ(ports[2].link_layer, "Ethernet");
+  EXPECT_EQ(ports[2].netdev, "eth1");
+  EXPECT_EQ(ports[2].addresses, (std::vector<std::string>{"192.0.2.1", "2001:db8::1"}));
+  std::ostringstream text, json;
+  kdatctl::render_ports_text(text, ports);
+  EXPECT_NE(text.str().find("rxe0                1 ACTIVE   Ethernet   eth1             192.0.2.1 "
+                            "2001:db8::1"),
+            std::string::npos)
+      << text.str();
+  kdatctl::render_ports_json(json, ports);
+  EXPECT_NE(json.str().find("{\"device\":\"rxe0\",\"port\":1,\"state\":\"ACTIVE\",\"link_layer\":"
+                            "\"Ethernet\",\"netdev\":\"eth1\",\"addresses\":[\"192.0.2.1\","
+                            "\"2001:db8::1\"]}"),
+            std::string::npos)
+      << json.str();
+  std::ostringstream none;
+  kdatctl::render_ports_text(none, {});
+  EXPECT_NE(none.str().find("no RDMA devices"), std::string::npos);
 }

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "devices.hpp"
 #include "render.hpp"
 
 namespace {
@@ -37,6 +38,8 @@ commands:
                                one line per object that appears, changes state or goes away
   show [--json] TABLE HANDLE   one object, every field of its record (HANDLE as list shows
                                it, 0x... or decimal)
+  devices [--json]             every RDMA device port, its state and link layer, and the netdev
+                               and addresses that name it as an IA (kdat_ia_open, dat.conf)
   help, --help                 this text
 
 FILTER (list and watch; all given must match):
@@ -78,6 +81,9 @@ Objects present at the start are reported as "new".  Text lines:
 watch --json prints one JSON object a line: {"time_ns", "table", "pid", "comm", "change":
 "new"|"change"|"freed"|"table_closed", "handle", "type", "from", "to", "transitions",
 "unseen", "events", "last_event"}.
+
+devices: sysfs (/sys/class/infiniband) and the netdevs' addresses; works without the module.
+--json prints {"ports": [{"device", "port", "state", "link_layer", "netdev", "addresses"}]}.
 
 show: "key  value" lines (table, handle, type, state, owner, link, link2, local, remote,
 conn_qual, ird/ord, qp_num, transitions, events, last_event, flags, age, changed); --json prints
@@ -394,6 +400,16 @@ int main(int argc, char **argv) {
       return cmd_list(opt);
     }
     if (opt.command == "watch") return cmd_watch(opt);
+    if (opt.command == "devices") {
+      if (list_opts || watch_opts || filter_opts) return usage_error("devices takes only --json");
+      const auto ports = kdatctl::list_ports("/sys/class/infiniband", kdatctl::host_addresses);
+      if (opt.json) {
+        kdatctl::render_ports_json(std::cout, ports);
+      } else {
+        kdatctl::render_ports_text(std::cout, ports);
+      }
+      return 0;
+    }
     if (opt.command == "show") {
       if (list_opts || watch_opts || filter_opts) return usage_error("show takes only --json");
       if (opt.operands.size() != 2) return usage_error("show wants TABLE HANDLE");
