@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from kdat_harness import REPO
 from kdat_harness.dapl import DAPL_DIR, DAT_CONF
 from kdat_harness.dapl import conf_entries as _conf_entries
 from kdat_harness.dapl import listens as _listens
@@ -295,6 +296,27 @@ def _dapltest_server(provider, log):
     return server
 
 
+def _hang_report(pids):
+    """Where each process's threads wait (kernel stack, and gdb's user stacks) and what kdat's
+    tables say, for a test that is about to kill processes that hung."""
+    lines = []
+    kdatctl = os.path.join(REPO, "build", "user", "kdatctl")
+    r = subprocess.run([kdatctl, "list"], capture_output=True, text=True, timeout=30)
+    lines += ["--- kdatctl list", r.stdout, r.stderr]
+    for name, pid in pids.items():
+        lines.append(f"--- {name} (pid {pid})")
+        for task in sorted(os.listdir(f"/proc/{pid}/task")) if os.path.isdir(f"/proc/{pid}") else []:
+            try:
+                with open(f"/proc/{pid}/task/{task}/stack") as f:
+                    lines.append(f"task {task}:\n{f.read()}")
+            except OSError as e:
+                lines.append(f"task {task}: {e}")
+        g = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt"],
+                           capture_output=True, text=True, timeout=120)
+        lines += [x for x in g.stdout.splitlines() if x.startswith(("#", "Thread"))]
+    return "\n".join(lines)
+
+
 @pytest.mark.parametrize("service_point", ["psp", "rsp"])
 @pytest.mark.parametrize("which", PROVIDERS)
 def test_dapltest_transaction_with_rdma_read(kdat_module, rdma, kernel_log, which, service_point):
@@ -314,11 +336,21 @@ def test_dapltest_transaction_with_rdma_read(kdat_module, rdma, kernel_log, whic
     with tempfile.TemporaryFile(mode="w+") as log:
         server = _dapltest_server(provider, log)
         try:
-            c = subprocess.run(
+            client = subprocess.Popen(
                 ["dapltest", "-T", "T", "-s", addr, "-D", provider, "-i", "20", *rsp,
                  "client", "SR", "4096", "server", "SR", "4096", "client", "RR", "4096",
                  "server", "RR", "4096", "client", "RW", "4096", "server", "RW", "4096"],
-                env=env, cwd="/tmp", capture_output=True, text=True, timeout=DTEST_TIMEOUT * 2)
+                env=env, cwd="/tmp", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                out, _ = client.communicate(timeout=DTEST_TIMEOUT * 2)
+            except subprocess.TimeoutExpired:
+                # a hang (seen once on each kernel under load): what both sides wait for
+                hung = _hang_report({"client": client.pid, "server": server.pid})
+                client.kill()
+                out, _ = client.communicate()
+                log.seek(0)
+                pytest.fail(f"dapltest -T T {' '.join(rsp)} over {provider} hung:\n{out[-3000:]}"
+                            f"\n--- server:\n{log.read()[-2000:]}\n{hung}")
             subprocess.run(["dapltest", "-T", "Q", "-s", addr, "-D", provider], env=env,
                            cwd="/tmp", capture_output=True, text=True, timeout=DTEST_TIMEOUT)
             server.wait(timeout=DTEST_TIMEOUT)
@@ -328,7 +360,6 @@ def test_dapltest_transaction_with_rdma_read(kdat_module, rdma, kernel_log, whic
                 server.wait()
         log.seek(0)
         server_out = log.read()
-    out = c.stdout + c.stderr
     errors = [line for line in out.splitlines() + server_out.splitlines()
               if re.search(r"error|too large|fail", line, re.I)]
     ok = not errors and all(f"Total {what}" in out for what in ("Send", "RDMA Read", "RDMA Write"))
