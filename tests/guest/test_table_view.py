@@ -5,9 +5,11 @@ import ctypes
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -465,15 +467,24 @@ def test_kdatctl_filters_and_show(owner):
 def test_kdatctl_says_what_to_do_when_it_cannot_open_the_device(tmp_path):
     missing = kdatctl("--device", str(tmp_path / "kdat"), "list", check=False)
     assert missing.returncode == 1 and "modprobe kdat" in missing.stderr, missing.stderr
-    node = tmp_path / "node"
-    node.write_text("")
-    os.chmod(node, 0)
+    # As nobody, from a directory nobody may enter (the checkout may be under /root, 0700):
+    # kdatctl and its libkdat copied there, and a node it may not open.
+    where = tempfile.mkdtemp(dir="/tmp")
+    try:
+        os.chmod(where, 0o755)
+        shutil.copy(KDATCTL, where)
+        shutil.copy(os.path.join(REPO, "build", "user", "libkdat.so.0"), where)
+        node = os.path.join(where, "node")
+        open(node, "w").close()
+        os.chmod(node, 0)
 
-    def try_open(_):
-        return subprocess.run([KDATCTL, "--device", str(node), "list"], capture_output=True,
-                              text=True).stderr
-    os.chmod(tmp_path, 0o755)
-    err = in_child_as_nobody(try_open)
+        def try_open(_):
+            return subprocess.run([os.path.join(where, "kdatctl"), "--device", node, "list"],
+                                  capture_output=True, text=True,
+                                  env={"LD_LIBRARY_PATH": where}).stderr
+        err = in_child_as_nobody(try_open)
+    finally:
+        shutil.rmtree(where)
     assert "Permission denied" in err and "udev rule" in err, err
 
 
