@@ -10,6 +10,7 @@ KDAT_DTESTCM_COUNT sets dtestcm's connection count (default 1000, the acceptance
 the debug lane's kernel)."""
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -311,6 +312,9 @@ def _hang_report(pids):
                     lines.append(f"task {task}:\n{f.read()}")
             except OSError as e:
                 lines.append(f"task {task}: {e}")
+        if not shutil.which("gdb"):
+            lines.append("(no gdb: user stacks left out; 'make deps' installs it)")
+            continue
         g = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt"],
                            capture_output=True, text=True, timeout=120)
         lines += [x for x in g.stdout.splitlines() if x.startswith(("#", "Thread"))]

@@ -90,4 +90,13 @@ inline kdat_record ep_record(std::uint32_t handle, std::uint32_t state, std::uin
   return r;
 }
 
+inline kdat_record ia_record(std::uint32_t handle) {
+  kdat_record r{};
+  r.handle = handle;
+  r.type = KDAT_REC_IA;
+  r.generation = static_cast<std::uint16_t>(handle >> 16);
+  r.state = KDAT_IA_UP;
+  return r;
+}
+
 }  // namespace kdat::testing

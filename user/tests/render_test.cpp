@@ -16,6 +16,7 @@ namespace {
 
 using kdat::testing::ep_record;
 using kdat::testing::FakeTable;
+using kdat::testing::ia_record;
 
 kdat::TableSnapshot snapshot_of(FakeTable &t) {
   return kdat::TableView(t.data(), t.size()).snapshot();
@@ -27,11 +28,7 @@ TEST(Render, TextListsObjectsInTypeOrder) {
   evd.handle = 0x10001;
   evd.type = KDAT_REC_EVD;
   t.write(1, evd);
-  kdat_record ia{};
-  ia.handle = 0x10002;
-  ia.type = KDAT_REC_IA;
-  ia.state = KDAT_IA_UP;
-  t.write(2, ia);
+  t.write(2, ia_record(0x10002));
   auto ep = ep_record(0x10003, KDAT_EP_CONNECTED, 2);
   ep.local_addr.family = KDAT_AF_INET;
   ep.local_addr.addr[0] = 192;
@@ -94,11 +91,7 @@ namespace {
 // Two tables: pid 10 with an IA (0x10001), an EP it owns (CONNECTED) and a second IA's EP
 // (UNCONNECTED); pid 20 with one EP.
 std::vector<kdat::TableSnapshot> two_tables(FakeTable &a, FakeTable &b) {
-  kdat_record ia{};
-  ia.handle = 0x10001;
-  ia.type = KDAT_REC_IA;
-  ia.state = KDAT_IA_UP;
-  a.write(1, ia);
+  a.write(1, ia_record(0x10001));
   auto owned = ep_record(0x10002, KDAT_EP_CONNECTED, 2);
   owned.owner = 0x10001;
   a.write(2, owned);
