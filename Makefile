@@ -99,10 +99,10 @@ UDEVRULESDIR ?= $(shell pkg-config --variable=udevdir udev 2>/dev/null || echo /
 install: all
 	$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod INSTALL_MOD_PATH=$(DESTDIR) INSTALL_MOD_DIR=updates \
 		DEPMOD=true modules_install
-	install -d $(DESTDIR)$(KSRCDIR)/include/kdat $(DESTDIR)$(KSRCDIR)/include/uapi
+	install -d $(DESTDIR)$(KSRCDIR)/include/kdat/uapi
 	install -m 0644 include/kdat/kdat.h include/kdat/ep_table.h include/kdat/version.h \
 		$(DESTDIR)$(KSRCDIR)/include/kdat/
-	install -m 0644 include/uapi/*.h $(DESTDIR)$(KSRCDIR)/include/uapi/
+	install -m 0644 include/kdat/uapi/*.h $(DESTDIR)$(KSRCDIR)/include/kdat/uapi/
 	install -D -m 0644 kmod/Module.symvers $(DESTDIR)$(KSRCDIR)/$(KVER)/Module.symvers
 	install -D -m 0644 scripts/99-kdat.rules $(DESTDIR)$(UDEVRULESDIR)/99-kdat.rules
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD)/user --prefix $(PREFIX)

@@ -299,7 +299,7 @@ void kdat_event_put_refs(struct kdat_event_info *info);
 void kdat_evd_recycle(struct kdat_evd *evd, struct kdat_qevent *qe);
 void kdat_evd_post(struct kdat_evd *evd, const struct kdat_event_info *info);
 
-/* kdat_uapi.c: conversions to and from include/uapi/kdat.h */
+/* kdat_uapi.c: conversions to and from include/kdat/uapi/kdat.h */
 void kdat_ss_with_port(struct sockaddr_storage *ss, const struct sockaddr_storage *src,
 		       u16 port);
 void kdat_sockaddr_copy(union kdat_sockaddr *dst, const struct sockaddr *src);

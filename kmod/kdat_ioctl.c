@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * /dev/kdat's ioctls, dispatched from the command list in include/uapi/kdat.h
+ * /dev/kdat's ioctls, dispatched from the command list in include/kdat/uapi/kdat.h
  * (KDAT_COMMANDS): one descriptor per command, and one path for all of them.
  *
  * The path: take the struct in at any size from the command's first size up

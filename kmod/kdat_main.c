@@ -8,7 +8,7 @@
 #include <linux/module.h>
 #include <linux/nsproxy.h>
 #include <linux/sysfs.h>
-#include <uapi/kdat.h>
+#include <kdat/uapi/kdat.h>
 #include <kdat/version.h>
 #include "kdat_conn.h"
 #include "kdat_ioctl.h"

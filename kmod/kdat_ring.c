@@ -21,7 +21,7 @@
 #include <linux/poll.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
-#include <uapi/kdat_layout_check.h>
+#include <kdat/uapi/kdat_layout_check.h>
 #include "kdat_base.h"
 
 struct kdat_ring {

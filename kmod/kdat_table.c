@@ -19,7 +19,7 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
-#include <uapi/kdat_layout_check.h>
+#include <kdat/uapi/kdat_layout_check.h>
 #include "kdat_base.h"
 
 #define KDAT_TABLE_PAGES	DIV_ROUND_UP(KDAT_TABLE_MAP_SIZE, PAGE_SIZE)

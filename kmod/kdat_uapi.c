@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Conversions between the kernel's types and include/uapi/kdat.h's. */
+/* Conversions between the kernel's types and include/kdat/uapi/kdat.h's. */
 #include <linux/in.h>
 #include <linux/in6.h>
 #include <linux/string.h>

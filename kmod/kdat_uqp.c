@@ -7,7 +7,7 @@
  * hands out the attributes of each QP transition, which the process applies
  * with ibv_modify_qp.  The EP's states are the table's (ep_table.h), driven
  * by kdat_ep.c as for any EP; nothing here changes a state except through
- * kdat_ep_step().  The contract for userspace is in include/uapi/kdat.h.
+ * kdat_ep_step().  The contract for userspace is in include/kdat/uapi/kdat.h.
  *
  * The active side, after the REP: kdat_ep.c calls kdat_uqp_rep_arrived()
  * from the id's handler instead of moving a kernel QP; the process applies

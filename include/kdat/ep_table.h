@@ -43,7 +43,7 @@
 #ifndef KDAT_EP_TABLE_H
 #define KDAT_EP_TABLE_H
 
-#include <uapi/kdat_dat.h>
+#include <kdat/uapi/kdat_dat.h>
 
 enum kdat_ep_state {
 	KDAT_EP_UNCONNECTED = KDAT_DAT_EP_STATE_UNCONNECTED,

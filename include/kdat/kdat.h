@@ -3,7 +3,7 @@
  * kdat in-kernel API (kDAPL style) for storage and filesystem drivers.
  *
  * Every call returns a DAT_RETURN (kdat_ret_t: class | type | subtype, the
- * KDAT_DAT_* values of <uapi/kdat_dat.h>); KDAT_DAT_SUCCESS is 0.  Objects are
+ * KDAT_DAT_* values of <kdat/uapi/kdat_dat.h>); KDAT_DAT_SUCCESS is 0.  Objects are
  * opaque.  The endpoint state machine is include/kdat/ep_table.h.
  *
  * Context: every call may sleep (process context) except where noted.
@@ -26,8 +26,8 @@
 #include <linux/types.h>
 #include <linux/socket.h>
 #include <net/net_namespace.h>
-#include <uapi/kdat.h>
-#include <uapi/kdat_dat.h>
+#include <kdat/uapi/kdat.h>
+#include <kdat/uapi/kdat_dat.h>
 #include <kdat/ep_table.h>
 
 typedef u32 kdat_ret_t;

@@ -1,4 +1,4 @@
-"""Event rings (include/uapi/kdat.h, "Event rings"): KDAT_IOC_EVD_RING's file, the shared ring
+"""Event rings (include/kdat/uapi/kdat.h, "Event rings"): KDAT_IOC_EVD_RING's file, the shared ring
 consumed with the header's head/tail protocol from Python, poll() on the ring's file,
 KDAT_IOC_EVD_RING_WAIT, the backlog behind a full ring, and a consumer that writes garbage."""
 import ctypes

@@ -1,4 +1,4 @@
-"""The shared object table (include/uapi/kdat.h, "Shared object table (mmap of /dev/kdat)"): read
+"""The shared object table (include/kdat/uapi/kdat.h, "Shared object table (mmap of /dev/kdat)"): read
 from outside any library, through a read-only mapping of /dev/kdat and the header's seqcount
 protocol.  Every record must say what the ioctls say about the same object."""
 import ctypes

@@ -1,4 +1,4 @@
-"""Other owners' tables (include/uapi/kdat.h, KDAT_IOC_TABLE_LIST, KDAT_IOC_TABLE_ATTACH and the
+"""Other owners' tables (include/kdat/uapi/kdat.h, KDAT_IOC_TABLE_LIST, KDAT_IOC_TABLE_ATTACH and the
 KDAT_MMAP_VIEW mapping): what kdatctl shows of other processes and of kernel consumers, and who may
 see what."""
 import ctypes

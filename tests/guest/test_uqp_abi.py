@@ -1,7 +1,7 @@
 """User-QP EPs (ABI 4, KDAT_IOC_UQP_*) driven with raw ioctls: the attributes kdat hands out for
 each QP transition, the active side's internal event and ESTABLISH, and bad input (wrong QP
 numbers, states, handles, flags).  The QPs here are made-up numbers: the kernel cannot tell (see
-include/uapi/kdat.h), and the CM only sends them to the peer.  The real-QP data tests are the
+include/kdat/uapi/kdat.h), and the CM only sends them to the peer.  The real-QP data tests are the
 UserQp GoogleTests (user/tests/guest/user_qp_test.cpp, run by test_libkdat.py)."""
 import time
 

@@ -42,7 +42,8 @@ def test_install_puts_the_module_rule_libraries_tools_and_kernel_headers_in_plac
     assert 'SUBSYSTEM=="infiniband", RUN{builtin}+="kmod load kdat"' in text
     src = installed / "usr" / "src" / f"kdat-{version}"
     for h in ("include/kdat/kdat.h", "include/kdat/ep_table.h", "include/kdat/version.h",
-              "include/uapi/kdat.h", "include/uapi/kdat_dat.h", "include/uapi/kdat_commands.h",
+              "include/kdat/uapi/kdat.h", "include/kdat/uapi/kdat_dat.h",
+              "include/kdat/uapi/kdat_commands.h",
               f"{kver}/Module.symvers"):
         assert (src / h).is_file(), h
     symvers = (src / kver / "Module.symvers").read_text()

@@ -12,7 +12,7 @@ U = Uapi()
 
 def _c_layout(structs):
     """sizeof and offsetof of each struct field, from the C compiler."""
-    lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <uapi/kdat.h>", "int main(void) {"]
+    lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <kdat/uapi/kdat.h>", "int main(void) {"]
     for name, cls in structs.items():
         lines.append(f'printf("{name} size %zu\\n", sizeof(struct {name}));')
         for fname, _ in cls._fields_:
@@ -29,7 +29,7 @@ def _c_layout(structs):
 
 
 def test_struct_layouts_match_the_compiler():
-    assert U.structs, "no structs parsed from include/uapi/kdat.h"
+    assert U.structs, "no structs parsed from include/kdat/uapi/kdat.h"
     c = _c_layout(U.structs)
     for name, cls in U.structs.items():
         assert int(c[f"{name} size"]) == ctypes.sizeof(cls), name
@@ -38,7 +38,7 @@ def test_struct_layouts_match_the_compiler():
 
 
 def test_ioctl_numbers_match_the_compiler():
-    lines = ["#include <stdio.h>", "#include <uapi/kdat.h>", "int main(void) {"]
+    lines = ["#include <stdio.h>", "#include <kdat/uapi/kdat.h>", "int main(void) {"]
     for name in U.ioctls:
         lines.append(f'printf("{name} %lu\\n", (unsigned long){name});')
     lines.append("return 0; }")
@@ -66,11 +66,11 @@ def test_every_struct_has_size_first_and_no_implicit_padding():
 def test_dat_mirror_is_what_the_generator_prints():
     gen = subprocess.run([os.path.join(REPO, "scripts", "gen-dat-mirror")], check=True,
                          capture_output=True, text=True).stdout
-    with open(os.path.join(INCLUDE, "uapi", "kdat_dat.h")) as f:
-        assert f.read() == gen, "include/uapi/kdat_dat.h is stale: run scripts/gen-dat-mirror"
+    with open(os.path.join(INCLUDE, "kdat", "uapi", "kdat_dat.h")) as f:
+        assert f.read() == gen, "include/kdat/uapi/kdat_dat.h is stale: run scripts/gen-dat-mirror"
 
 
-# ---- the command list (include/uapi/kdat_commands.h) ---------------------------------------------
+# ---- the command list (include/kdat/uapi/kdat_commands.h) ---------------------------------------------
 
 def test_the_command_list_names_every_ioctl_once():
     assert sorted(c.name for c in U.commands.values()) == sorted(U.ioctls)

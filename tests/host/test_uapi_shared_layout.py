@@ -1,5 +1,5 @@
 """ABI 3's shared memory (the object table and the event rings) is laid out by constants in
-include/uapi/kdat.h: they must agree with each other, with the structs, and the harness's reading of
+include/kdat/uapi/kdat.h: they must agree with each other, with the structs, and the harness's reading of
 them with the C compiler's."""
 import ctypes
 import os
@@ -19,7 +19,7 @@ HANDLES = [0x00010001, 0xFFFF0001, 0x12345678, 0xFFFFFFFF, 0x0000FFFF]
 
 
 def _compile_and_run(body_lines):
-    src = "\n".join(["#include <stdio.h>", "#include <stddef.h>", "#include <uapi/kdat.h>",
+    src = "\n".join(["#include <stdio.h>", "#include <stddef.h>", "#include <kdat/uapi/kdat.h>",
                      "int main(void) {", *body_lines, "return 0; }"])
     with tempfile.TemporaryDirectory() as d:
         with open(os.path.join(d, "c.c"), "w") as f:

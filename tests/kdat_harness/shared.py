@@ -1,4 +1,4 @@
-"""Readers of the memory /dev/kdat shares with userspace (include/uapi/kdat.h, ABI 3):
+"""Readers of the memory /dev/kdat shares with userspace (include/kdat/uapi/kdat.h, ABI 3):
 
 - ObjectTable: the shared object table (mmap of /dev/kdat at KDAT_MMAP_TABLE or KDAT_MMAP_VIEW),
   read with the header's seqcount protocol;

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from . import INCLUDE
 
 EP_TABLE_H = os.path.join(INCLUDE, "kdat", "ep_table.h")
-DAT_H = os.path.join(INCLUDE, "uapi", "kdat_dat.h")
+DAT_H = os.path.join(INCLUDE, "kdat", "uapi", "kdat_dat.h")
 
 
 def dat_constants(path=DAT_H):

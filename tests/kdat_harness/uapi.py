@@ -1,6 +1,6 @@
-"""ctypes mirrors of include/uapi/kdat.h, built by parsing the header (never retyped).
+"""ctypes mirrors of include/kdat/uapi/kdat.h, built by parsing the header (never retyped).
 
-The command list (include/uapi/kdat_commands.h, KDAT_COMMANDS) is read too: commands maps each
+The command list (include/kdat/uapi/kdat_commands.h, KDAT_COMMANDS) is read too: commands maps each
 command's short name (ia_open) to its Command: struct, first size, handle fields and zero fields.
 
 The header keeps to a subset this parser understands: #define NAME <int or known name>, structs
@@ -21,8 +21,8 @@ import re
 
 from . import INCLUDE
 
-UAPI_H = os.path.join(INCLUDE, "uapi", "kdat.h")
-COMMANDS_H = os.path.join(INCLUDE, "uapi", "kdat_commands.h")
+UAPI_H = os.path.join(INCLUDE, "kdat", "uapi", "kdat.h")
+COMMANDS_H = os.path.join(INCLUDE, "kdat", "uapi", "kdat_commands.h")
 
 
 class Handle:

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "data_path.hpp"
+#include "devices.hpp"
 
 namespace kdat::dapl {
 namespace {
@@ -36,7 +37,10 @@ const Instance &instance_named(const char *name) {
   return *inst;
 }
 
-// dat.conf ia_params: "NETDEV|IP [device=PATH]".
+// dat.conf ia_params: "NETDEV|IP|* [device=PATH]".  "*" is the netdev of the first active RDMA
+// port that has an address, so a packaged dat.conf entry works on any host (README).
+constexpr const char *any_interface = "*";
+
 struct Params {
   std::string interface;
   std::string device = kdat::Device::default_path;
@@ -57,6 +61,13 @@ Params parse_params(const std::string &text) {
   }
   if (p.interface.empty()) fail(DAT_PROVIDER_NOT_FOUND);
   return p;
+}
+
+std::string first_active_netdev() {
+  for (const auto &port : kdatctl::list_ports("/sys/class/infiniband", kdatctl::host_addresses))
+    if (port.state == "ACTIVE" && !port.netdev.empty() && !port.addresses.empty())
+      return port.netdev;
+  fail(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);  // no RDMA port can carry an IA
 }
 
 void copy_name(char (&dst)[DAT_NAME_MAX_LENGTH], const std::string &src) {
@@ -330,7 +341,8 @@ DAT_RETURN pz_free(DAT_PZ_HANDLE handle) {
 
 Ia &open_ia(const char *name) {
   const Instance &inst = instance_named(name);
-  const Params params = parse_params(inst.params);
+  Params params = parse_params(inst.params);
+  if (params.interface == any_interface) params.interface = first_active_netdev();
   auto object = std::make_shared<Ia>(inst, kdat::Device(params.device), params.interface);
   Ia &ia = *object;
   publish(inst, DAT_HANDLE_TYPE_IA, std::move(object));

@@ -1,8 +1,8 @@
 // libkdat internals: the shared open file and the ioctl plumbing.
 #pragma once
 
+#include <kdat/uapi/kdat.h>
 #include <sys/ioctl.h>
-#include <uapi/kdat.h>
 
 #include <cerrno>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include <uapi/kdat_layout_check.h>
+#include <kdat/uapi/kdat_layout_check.h>
 
 #include <cstring>
 #include <kdat/error.hpp>

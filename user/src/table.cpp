@@ -1,6 +1,6 @@
+#include <kdat/uapi/kdat_layout_check.h>
 #include <sched.h>
 #include <sys/mman.h>
-#include <uapi/kdat_layout_check.h>
 
 #include <algorithm>
 #include <cerrno>

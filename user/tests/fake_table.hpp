@@ -3,7 +3,7 @@
 #pragma once
 
 #include <kdat/ep_table.h>
-#include <uapi/kdat.h>
+#include <kdat/uapi/kdat.h>
 
 #include <atomic>
 #include <cstdint>

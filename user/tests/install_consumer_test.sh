@@ -14,9 +14,12 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 libdir=$(dirname "$(find "$prefix" -name 'libkdat.so.0' | head -n 1)")
 test -n "$libdir" || { echo "no libkdat.so.0 installed" >&2; exit 1; }
 test -L "$libdir/libkdat.so" || { echo "no libkdat.so development link" >&2; exit 1; }
-for h in kdat/kdat.hpp kdat/ep_table.h uapi/kdat.h uapi/kdat_dat.h; do
+for h in kdat/kdat.hpp kdat/ep_table.h kdat/uapi/kdat.h kdat/uapi/kdat_dat.h; do
 	test -f "$prefix/include/$h" || { echo "header $h not installed" >&2; exit 1; }
 done
+# Every header in the project's namespace: nothing generic (uapi/, vipl.h) at the top level.
+stray=$(find "$prefix/include" -mindepth 1 -maxdepth 1 ! -name kdat)
+test -z "$stray" || { echo "installed outside include/kdat/: $stray" >&2; exit 1; }
 
 # The DAT provider (built when libdapl-dev is there) and its dat.conf naming the installed path.
 if [ -f "$build/dapl/libdaplkdat.so.2" ]; then

@@ -5,7 +5,7 @@
 #error "libkdat's headers need C++20 or later (-std=c++20)"
 #endif
 
-#include <uapi/kdat_dat.h>
+#include <kdat/uapi/kdat_dat.h>
 
 #include <cstdint>
 #include <stdexcept>

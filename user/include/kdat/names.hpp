@@ -6,7 +6,7 @@
 #error "libkdat's headers need C++20 or later (-std=c++20)"
 #endif
 
-#include <uapi/kdat.h>
+#include <kdat/uapi/kdat.h>
 
 #include <cstddef>
 #include <cstdint>

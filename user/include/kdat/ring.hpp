@@ -1,4 +1,4 @@
-// The consumer side of an EVD's event ring (include/uapi/kdat.h, "Event rings"): the kernel
+// The consumer side of an EVD's event ring (include/kdat/uapi/kdat.h, "Event rings"): the kernel
 // appends at tail, this consumer takes from head.  Pure memory logic, no syscalls, so it is
 // tested against an in-memory ring.
 #pragma once
@@ -7,7 +7,7 @@
 #error "libkdat's headers need C++20 or later (-std=c++20)"
 #endif
 
-#include <uapi/kdat.h>
+#include <kdat/uapi/kdat.h>
 
 #include <cstddef>
 #include <cstdint>

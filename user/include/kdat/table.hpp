@@ -1,12 +1,12 @@
 // The shared object table: the kernel's read-only record of every object of an open /dev/kdat
 // file (or of a kernel consumer's IA), mapped into this process.
 //
-// Reading follows the seqcount protocol of include/uapi/kdat.h: a record copy is used only if
+// Reading follows the seqcount protocol of include/kdat/uapi/kdat.h: a record copy is used only if
 // its seq was even and unchanged around the copy, so a copy is always one the kernel wrote as a
 // whole.  No syscall is involved in reading.
 #pragma once
 
-#include <uapi/kdat.h>
+#include <kdat/uapi/kdat.h>
 
 #include <atomic>
 #include <cstddef>

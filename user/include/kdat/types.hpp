@@ -2,8 +2,8 @@
 // All of them are plain values: copyable, and safe to use from any thread like any value.
 #pragma once
 
-#include <uapi/kdat.h>
-#include <uapi/kdat_dat.h>
+#include <kdat/uapi/kdat.h>
+#include <kdat/uapi/kdat_dat.h>
 
 #include <chrono>
 #include <cstddef>

@@ -7,7 +7,7 @@
 // register memory with MemoryRegion (ibv_reg_mr).  Link libibverbs for those calls.
 //
 // The QP's state follows the EP's: libkdat applies the attributes the kernel hands out
-// (KDAT_IOC_UQP_ATTR, see include/uapi/kdat.h) with ibv_modify_qp:
+// (KDAT_IOC_UQP_ATTR, see include/kdat/uapi/kdat.h) with ibv_modify_qp:
 //   RESET -> INIT  when the UserEndpoint is made and by reset(): receives may be posted at once;
 //   INIT -> RTR -> RTS
 //                  passive: inside accept(), before the kernel accepts;

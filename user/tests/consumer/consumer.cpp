@@ -1,7 +1,7 @@
-// Uses the installed headers (<kdat/kdat.hpp> and through it <uapi/kdat.h>, <kdat/ep_table.h>)
+// Uses the installed headers (<kdat/kdat.hpp> and through it <kdat/uapi/kdat.h>, <kdat/ep_table.h>)
 // and libkdat.so without a module: names, the state table, and the error of a missing device.
 #include <kdat/ep_table.h>
-#include <uapi/kdat.h>
+#include <kdat/uapi/kdat.h>
 
 #include <cstdio>
 #include <kdat/kdat.hpp>

@@ -1,7 +1,7 @@
 // kdat_fuzz: a structure-aware fuzzer of /dev/kdat (issue #8, "hostile input").
 //
 // Every call is one of kdat's ioctls (or an unknown one) with a struct built from the ABI in
-// <uapi/kdat.h>: handles drawn from live objects of this file, of another file, freed ones or
+// <kdat/uapi/kdat.h>: handles drawn from live objects of this file, of another file, freed ones or
 // random words; sizes exact, truncated or oversized; reserved fields and unknown flags set;
 // private-data sizes at and beyond every limit; huge counts; arguments that end at a guard page
 // or point at unmapped or kernel memory.  Worker threads share one file while a closer thread
@@ -16,11 +16,11 @@
 // with --threads 1 --closer-ms 0 the call sequence is exactly the same on every run.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <kdat/uapi/kdat.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <uapi/kdat.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -182,7 +182,7 @@ TEST(Kdatctl, WatchPrintsStateChangesAsJsonLines) {
 }
 
 TEST(Table, EvdRecordStateIsItsStreamFlags) {
-  // include/uapi/kdat.h: an EVD record's state is its KDAT_EVD_* flags; ring EVDs say so.
+  // include/kdat/uapi/kdat.h: an EVD record's state is its KDAT_EVD_* flags; ring EVDs say so.
   Side s;
   kdat::Evd evd(s.ia, 4, KDAT_EVD_CONNECTION | KDAT_EVD_CR);
   const auto rec = s.device.table().find(evd.handle());

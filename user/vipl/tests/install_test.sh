@@ -15,7 +15,7 @@ lib=$(find "$prefix" -name 'libvipl-kdat.so.0' | head -n 1)
 test -n "$lib" || { echo "no libvipl-kdat.so.0 installed" >&2; exit 1; }
 libdir=$(dirname "$lib")
 test -L "$libdir/libvipl-kdat.so" || { echo "no libvipl-kdat.so development link" >&2; exit 1; }
-test -f "$prefix/include/vipl.h" || { echo "vipl.h not installed" >&2; exit 1; }
+test -f "$prefix/include/kdat/vipl/vipl.h" || { echo "vipl.h not installed" >&2; exit 1; }
 
 pcdir=$(dirname "$(find "$prefix" -name vipl-kdat.pc | head -n 1)")
 export PKG_CONFIG_PATH=$pcdir

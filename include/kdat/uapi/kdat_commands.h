@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note OR BSD-2-Clause */
 /*
- * The ioctls of /dev/kdat as a list (included by <uapi/kdat.h>).
+ * The ioctls of /dev/kdat as a list (included by <kdat/uapi/kdat.h>).
  */
 #ifndef _UAPI_KDAT_COMMANDS_H
 #define _UAPI_KDAT_COMMANDS_H
