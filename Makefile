@@ -5,7 +5,7 @@ KDIR  ?= /lib/modules/$(KVER)/build
 BUILD ?= $(CURDIR)/build
 JOBS  ?= $(shell nproc)
 
-.PHONY: all deps module user bench demo test test-host test-guest test-debug kunit test-kernel debug-modules guest-shell check-style clean install help
+.PHONY: all deps module user bench demo test test-host test-guest test-debug kunit test-kernel debug-modules guest-shell check-style clean install deb help
 
 all: module user
 
@@ -111,6 +111,11 @@ install: all
 		echo "installed: 'modprobe kdat' loads it (and udev does when an RDMA device appears)"; \
 	fi
 
+# make deb: Debian packages from this tree (debian/) into build/deb, checked by lintian
+# (scripts/make-deb; README: "Packages").
+deb: deps
+	scripts/make-deb $(BUILD)/deb
+
 help:
 	@echo "make              build kdat.ko, libkdat, kdatctl, the DAT provider and VIPL"
 	@echo "make demo         install what it needs, then connect two processes through kdat.ko in a guest"
@@ -118,6 +123,7 @@ help:
 	@echo "make test-host    host tests only;  make test-guest / test-debug / kunit: one lane"
 	@echo "make bench        benchmarks in a guest (bench/results/latest.md)"
 	@echo "make install      [DESTDIR=] [PREFIX=/usr/local]: module, udev rule, libraries, tools, headers"
+	@echo "make deb          Debian packages (DKMS module, libraries, provider, tools, dev files) in build/deb"
 	@echo "make check-style  checkpatch and clang-format"
 	@echo "make clean"
 

@@ -1,0 +1,145 @@
+"""The Debian packages at work (issue #25), in the throw-away root tests/host/test_packages.py made
+(build/pkgroot/upper: the packages installed by dpkg, kdat built by DKMS for this kernel, a C++
+program and a kernel module built against the installed development files).  Here it goes over
+the guest's own / in an overlay, and in a chroot there: modprobe loads the DKMS-built kdat, the
+packaged udev rule loads it and sets the node's mode, kdatctl sees the module and a kernel
+consumer, the C++ program connects, and Debian's dtest runs over the provider as the package
+registered it in /etc/dat.conf (no DAT_OVERRIDE)."""
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from kdat_harness import REPO, guest
+from kdat_harness.dapl import listens
+
+UPPER = os.path.join(REPO, "build", "pkgroot", "upper")
+PORT = 39917  # outside the suite's 20000..39999 allocations' busy range (fixed, one user)
+
+
+def _version():
+    with open(os.path.join(REPO, "include", "kdat", "version.h")) as f:
+        return re.search(r'#define KDAT_VERSION "([0-9.]+)"', f.read()).group(1)
+
+
+@pytest.fixture(scope="module")
+def root(rdma, tmp_path_factory):
+    if os.environ.get("KDAT_DEBUG_KERNEL") == "1":
+        pytest.skip("the debug kernel has no overlayfs, and DKMS built kdat for Debian's kernel")
+    if not os.path.isdir(UPPER):
+        pytest.fail(f"{UPPER} is missing: tests/host/test_packages.py (make test-host) makes it")
+    base = tmp_path_factory.mktemp("pkgroot")
+    up, work, merged = base / "up", base / "work", base / "merged"
+    for d in (up, work, merged):
+        d.mkdir()
+    if guest.module_loaded():
+        assert guest.unload_module().returncode == 0
+    mounts = []
+
+    def mount(*args):
+        guest.run("mount", *args)
+        mounts.append(args[-1])
+
+    try:
+        mount("-t", "overlay", "overlay", "-o",
+              f"lowerdir={UPPER}:/,upperdir={up},workdir={work}", str(merged))
+        mount("-t", "proc", "proc", str(merged / "proc"))
+        mount("-t", "sysfs", "sysfs", str(merged / "sys"))
+        mount("--bind", "/dev", str(merged / "dev"))
+        mount("-t", "tmpfs", "tmpfs", str(merged / "tmp"))
+        mount("-t", "tmpfs", "tmpfs", str(merged / "run"))
+        yield str(merged)
+    finally:
+        guest.run("rmmod", "kdat_pkg_consumer", check=False)
+        guest.run("modprobe", "-r", "kdat", check=False)
+        for m in reversed(mounts):
+            guest.run("umount", m, check=False)
+        guest.load_module()  # the session's other tests expect the tree's kdat loaded
+
+
+def _in(root, *cmd, check=True, timeout=120):
+    r = subprocess.run(["chroot", root, "env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+                        "HOME=/root", *cmd], capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert r.returncode == 0, f"{' '.join(cmd)}: rc {r.returncode}\n{r.stdout[-2000:]}{r.stderr[-2000:]}"
+    return r
+
+
+@pytest.fixture(scope="module")
+def loaded(root):
+    _in(root, "modprobe", "kdat")
+    return root
+
+
+def test_modprobe_loads_the_kdat_dkms_built(loaded, kernel_log):
+    kver = os.uname().release
+    path = _in(loaded, "modinfo", "-n", "kdat").stdout.strip()
+    assert path == f"/lib/modules/{kver}/updates/dkms/kdat.ko"
+    with open("/sys/module/kdat/version") as f:
+        assert f.read().strip() == _version()
+    with open("/sys/module/kdat/srcversion") as f:
+        assert f.read().strip() == _in(loaded, "modinfo", "-F", "srcversion", path).stdout.strip()
+    # DKMS signs what it builds when the kernel verifies signatures (Debian's does: its MOK key)
+    signer = _in(loaded, "modinfo", "-F", "signer", path).stdout.strip()
+    assert signer, "DKMS did not sign kdat.ko"
+    assert os.path.exists("/dev/kdat")
+
+
+def test_the_packaged_udev_rule_loads_kdat_and_sets_the_nodes_mode(loaded):
+    rule = os.path.join(loaded, "lib/udev/rules.d/99-kdat.rules")
+    assert os.path.isfile(rule)
+    dev = sorted(os.listdir("/sys/class/infiniband"))[0]
+    added = _in(loaded, "udevadm", "test", "--action=add", f"/sys/class/infiniband/{dev}",
+                check=False)
+    assert "run: 'kmod load kdat'" in added.stdout + added.stderr, added.stderr[-2000:]
+    node = _in(loaded, "udevadm", "test", "--action=add", "/sys/class/misc/kdat", check=False)
+    out = node.stdout + node.stderr
+    assert re.search(r"Setting permissions /dev/kdat, uid=0, gid=\d+, mode=0660", out), out[-2000:]
+
+
+def test_kdatctl_names_the_module_and_an_out_of_tree_kernel_consumer(loaded, rdma, kernel_log):
+    ko = "/opt/kdat-pkgtest/module/kdat_pkg_consumer.ko"
+    _in(loaded, "insmod", ko, f"netdev={rdma['KDAT_TEST_NETDEV']}")
+    try:
+        version = _in(loaded, "kdatctl", "--version").stdout
+        assert re.search(rf"^kdat\.ko {re.escape(_version())}, ABI", version, re.M), version
+        tables = json.loads(_in(loaded, "kdatctl", "list", "--json", "--comm",
+                                "kdat_pkg_consumer").stdout)["tables"]
+        assert len(tables) == 1 and "kernel" in tables[0]["flags"], tables
+        assert [(o["type"], o["state"]) for o in tables[0]["objects"]] == [("IA", "UP")]
+        ports = json.loads(_in(loaded, "kdatctl", "devices", "--json").stdout)["ports"]
+        assert rdma["KDAT_TEST_NETDEV"] in [p["netdev"] for p in ports], ports
+    finally:
+        _in(loaded, "rmmod", "kdat_pkg_consumer", check=False)
+
+
+def test_a_cpp_program_built_against_the_installed_libkdat_connects(loaded, rdma, kernel_log):
+    r = _in(loaded, "/opt/kdat-pkgtest/pkg_connect", rdma["KDAT_TEST_NETDEV"],
+            rdma["KDAT_TEST_ADDR"], str(PORT))
+    assert "pkg_connect ok: CONNECTED -> DISCONNECTED" in r.stdout
+
+
+def test_dtest_runs_over_the_provider_the_package_registered(loaded, rdma, kernel_log):
+    with open(os.path.join(loaded, "etc/dat.conf")) as f:
+        assert 'kdat u2.0 nonthreadsafe default libdaplkdat.so.2 dapl.2.0 "*" ""' in f.read()
+    env = ["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"]
+    server = subprocess.Popen(["chroot", loaded, *env, "dtest", "-P", "kdat", "-s"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not listens(server.pid) and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.poll() is None, server.stdout.read()
+        client = _in(loaded, "dtest", "-P", "kdat", "-h", rdma["KDAT_TEST_ADDR"], timeout=120)
+        server_out, _ = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    for side in (client.stdout + client.stderr, server_out):
+        # dtest's verdict (its exit status is 0 even when it fails)
+        assert "PASSED" in side and "FAILED" not in side, side[-3000:]
+        assert "CONNECTED!" in side

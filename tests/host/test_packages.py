@@ -1,0 +1,178 @@
+"""Debian packages (issue #25): `make deb` (scripts/make-deb) builds them from the tree and lintian
+passes them; scripts/package-root installs them into a throw-away root (an overlay on the host's /,
+which stays untouched) where DKMS builds kdat for the guest kernel and a C++ program and an
+out-of-tree kernel module are built against the installed development files.  The guest half
+(tests/guest/test_packages.py) loads and runs all of that; this half leaves the root in
+build/pkgroot for it.  A purge, on a copy of that root, takes away what the packages added."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from kdat_harness import REPO
+
+DEBDIR = os.path.join(REPO, "build", "deb")
+PKGROOT = os.path.join(REPO, "build", "pkgroot")
+PACKAGES = {"kdat-dkms", "libkdat0", "libvipl-kdat0", "libdaplkdat2", "libkdat-dev", "kdat-tools"}
+DAT_ENTRY = 'kdat u2.0 nonthreadsafe default libdaplkdat.so.2 dapl.2.0 "*" ""'
+
+
+def _kver():
+    return subprocess.run([os.path.join(REPO, "scripts", "kver")], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def _version():
+    with open(os.path.join(REPO, "include", "kdat", "version.h")) as f:
+        return re.search(r'#define KDAT_VERSION "([0-9.]+)"', f.read()).group(1)
+
+
+def _debs():
+    """Package name -> .deb, leaving out the -dbgsym packages debhelper adds."""
+    debs = {subprocess.run(["dpkg-deb", "-f", os.path.join(DEBDIR, f), "Package"],
+                           capture_output=True, text=True, check=True).stdout.strip():
+            os.path.join(DEBDIR, f) for f in os.listdir(DEBDIR) if f.endswith(".deb")}
+    return {name: path for name, path in debs.items() if not name.endswith("-dbgsym")}
+
+
+def _contents(deb):
+    out = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True, check=True).stdout
+    return {line.split()[5].lstrip(".") for line in out.splitlines()}
+
+
+@pytest.fixture(scope="module")
+def debs():
+    r = subprocess.run([os.path.join(REPO, "scripts", "make-deb"), DEBDIR], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    return _debs()
+
+
+@pytest.fixture(scope="module")
+def pkgroot(debs):
+    if os.geteuid() != 0:
+        pytest.fail("scripts/package-root mounts an overlay and chroots: run the host tests as root")
+    r = subprocess.run([os.path.join(REPO, "scripts", "package-root"), DEBDIR, PKGROOT],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    return os.path.join(PKGROOT, "upper")
+
+
+def test_make_deb_builds_every_package_and_lintian_passes_them(debs):
+    assert set(debs) == PACKAGES
+    with open(os.path.join(DEBDIR, "lintian.txt")) as f:
+        report = f.read()
+    bad = [line for line in report.splitlines() if re.match(r"[EW]: ", line)]
+    assert not bad, report
+
+
+def test_each_package_holds_what_it_promises(debs):
+    version, triplet = _version(), subprocess.run(
+        ["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], capture_output=True, text=True,
+        check=True).stdout.strip()
+    lib = f"/usr/lib/{triplet}"
+    src = f"/usr/src/kdat-{version}"
+    want = {
+        "kdat-dkms": {f"{src}/dkms.conf", f"{src}/kmod/Kbuild", f"{src}/kmod/kdat_ep.c",
+                      f"{src}/include/kdat/kdat.h", f"{src}/include/kdat/uapi/kdat.h",
+                      f"{src}/dkms-symvers", "/lib/udev/rules.d/99-kdat.rules",
+                      "/usr/share/man/man7/kdat.7.gz"},
+        "libkdat0": {f"{lib}/libkdat.so.0", f"{lib}/libkdat.so.{version}"},
+        "libvipl-kdat0": {f"{lib}/libvipl-kdat.so.0"},
+        "libdaplkdat2": {f"{lib}/libdaplkdat.so.2"},
+        "libkdat-dev": {"/usr/include/kdat/kdat.hpp", "/usr/include/kdat/uapi/kdat.h",
+                        "/usr/include/kdat/ep_table.h", "/usr/include/kdat/vipl/vipl.h",
+                        f"{lib}/libkdat.so", f"{lib}/libvipl-kdat.so", f"{lib}/pkgconfig/kdat.pc",
+                        f"{lib}/pkgconfig/vipl-kdat.pc", f"{lib}/cmake/kdat/kdatConfig.cmake"},
+        "kdat-tools": {"/usr/bin/kdatctl", "/usr/share/man/man8/kdatctl.8.gz"},
+    }
+    for pkg, paths in want.items():
+        have = _contents(debs[pkg])
+        assert paths <= have, f"{pkg} lacks {sorted(paths - have)}"
+    # headers only in the project's namespace; no build outputs in the DKMS source
+    dev = _contents(debs["libkdat-dev"])
+    assert not [p for p in dev if p.startswith("/usr/include/") and not p.startswith("/usr/include/kdat")
+                and p != "/usr/include/"]
+    dkms = _contents(debs["kdat-dkms"])
+    assert not [p for p in dkms if p.endswith((".o", ".ko", ".cmd", ".symvers"))]
+    # the shared libraries carry symbol files; the provider its maintainer scripts
+    for pkg, control in (("libkdat0", "symbols"), ("libvipl-kdat0", "symbols"),
+                         ("libdaplkdat2", "postinst"), ("libdaplkdat2", "postrm")):
+        r = subprocess.run(["dpkg-deb", "-I", debs[pkg], control], capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout.strip(), f"{pkg} has no {control}"
+
+
+def _at(root, path):
+    """`path` of the installed root in its upper layer: the host's own symlinks (Debian's merged
+    /usr: /lib -> usr/lib) are below, so follow them as the merged root does."""
+    return os.path.join(root, os.path.realpath("/" + path).lstrip("/"))
+
+
+def _dat_conf(root):
+    with open(os.path.join(root, "etc", "dat.conf")) as f:
+        return f.read().splitlines()
+
+
+def test_the_packages_install_into_a_throwaway_root(pkgroot):
+    kver, version = _kver(), _version()
+    status = subprocess.run(["dpkg-query", "--admindir", os.path.join(pkgroot, "var/lib/dpkg"),
+                             "-W", "-f", "${Package} ${db:Status-Abbrev}\n", *sorted(PACKAGES)],
+                            capture_output=True, text=True)
+    assert status.returncode == 0, status.stderr
+    assert {line.split()[0]: line.split()[1] for line in status.stdout.splitlines()} == \
+        {p: "ii" for p in PACKAGES}
+    # DKMS built and installed kdat for the guest kernel, and kept its Module.symvers
+    ko = _at(pkgroot, f"lib/modules/{kver}/updates/dkms/kdat.ko")
+    assert os.path.isfile(ko)
+    info = subprocess.run(["modinfo", "-F", "version", ko], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert info == version
+    symvers = os.path.join(pkgroot, "usr/src", f"kdat-{version}", kver, "Module.symvers")
+    with open(symvers) as f:
+        assert re.search(r"^0x[0-9a-f]+\tkdat_ep_connect\t", f.read(), re.M)
+    # the provider registered itself; the host's own dat.conf did not change
+    assert DAT_ENTRY in _dat_conf(pkgroot)
+    assert not [line for line in _dat_conf("/") if line.startswith("kdat ")]
+    # what a developer builds against the installed files
+    consumer = os.path.join(pkgroot, "opt/kdat-pkgtest/module/kdat_pkg_consumer.ko")
+    deps = subprocess.run(["modinfo", "-F", "depends", consumer], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert deps == "kdat"
+    assert os.access(os.path.join(pkgroot, "opt/kdat-pkgtest/pkg_connect"), os.X_OK)
+
+
+def test_purge_takes_away_what_the_packages_added(pkgroot, tmp_path):
+    """On a copy of the installed root (the guest still needs the original): purging every
+    package removes the module DKMS built, the per-kernel Module.symvers, /usr/src/kdat-VERSION
+    and the dat.conf entry.  (A copy, not one more overlay layer: a layer below / on the same
+    file system is an overlapping lower layer, which overlayfs refuses.)"""
+    kver, version = _kver(), _version()
+    up, work, merged = tmp_path / "up", tmp_path / "work", tmp_path / "merged"
+    subprocess.run(["cp", "-a", pkgroot, str(up)], check=True)
+    for d in (work, merged):
+        d.mkdir()
+    mounts = []
+    try:
+        subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir=/,upperdir={up},workdir={work}", str(merged)], check=True)
+        mounts.append(merged)
+        for fs, sub in (("proc", "proc"), ("sysfs", "sys"), ("tmpfs", "tmp"), ("tmpfs", "run")):
+            subprocess.run(["mount", "-t", fs, fs, str(merged / sub)], check=True)
+            mounts.append(merged / sub)
+        subprocess.run(["mount", "--bind", "/dev", str(merged / "dev")], check=True)
+        mounts.append(merged / "dev")
+        r = subprocess.run(["chroot", str(merged), "dpkg", "--purge", *sorted(PACKAGES)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert DAT_ENTRY not in _dat_conf(merged)
+        assert _dat_conf(merged) == _dat_conf("/")
+        assert not (merged / "lib/modules" / kver / "updates/dkms/kdat.ko").exists()
+        assert (merged / "lib/modules" / kver / "kernel").is_dir()  # the path is right
+        assert not (merged / "usr/src" / f"kdat-{version}").exists()
+        left = subprocess.run(["chroot", str(merged), "dkms", "status", "kdat"],
+                              capture_output=True, text=True)
+        assert left.stdout.strip() == "", left.stdout
+    finally:
+        for m in reversed(mounts):
+            subprocess.run(["umount", str(m)], check=False)
