@@ -122,7 +122,7 @@ struct kdat_ctx {
 	struct kdat_table *table;	/* the records of objs, shared read-only */
 	struct kdat_table *view;	/* another owner's table (TABLE_ATTACH), or NULL */
 	struct net *net;		/* where names, addresses and ids live (referenced) */
-	bool user;			/* an open file's, not a kernel consumer's */
+	const char *kern_name;		/* a kernel consumer's name for its cm_ids; NULL: a file's */
 };
 
 /* One RDMA device kdat has been told about by ib_core (ib_client add). */
@@ -279,6 +279,8 @@ bool kdat_evd_fits(struct kdat_evd *evd, struct kdat_ia *ia, u32 flag);
 
 /* the objects' files */
 struct kdat_ctx *kdat_ctx_create(const char *kernel_owner, struct net *net);
+const char *kdat_owner_name(const char *owner);
+void kdat_owner_names_free(void);
 void kdat_rec_sync(struct kdat_obj *obj);
 void kdat_rec_sync_unlocked(struct kdat_obj *obj);
 void kdat_event_to_user(struct kdat_event *out, const struct kdat_event_info *in);

@@ -11,13 +11,12 @@
 /*
  * An id made for an open file is the calling process's in rdma_cm's resource
  * tracking (rdma res show cm_id gives its pid and comm, as for ucma's ids);
- * a kernel consumer's is kdat's.
+ * a kernel consumer's carries the consumer's module name.
  */
 static struct rdma_cm_id *kdat_rdma_create_id(struct net *net, rdma_cm_event_handler handler,
-					       void *context, bool user)
+					       void *context, const char *kern_name)
 {
-	return __rdma_create_kernel_id(net, handler, context, RDMA_PS_TCP, IB_QPT_RC,
-				       user ? NULL : KBUILD_MODNAME);
+	return __rdma_create_kernel_id(net, handler, context, RDMA_PS_TCP, IB_QPT_RC, kern_name);
 }
 
 /*

@@ -28,11 +28,13 @@ struct kdat_ia;
 
 struct kdat_cm_ops {
 	/*
-	 * An RC id (RDMA_PS_TCP) in net; user: made for an open file, in its
-	 * caller's context (rdma_cm's resource tracking names the process).
+	 * An RC id (RDMA_PS_TCP) in net.  kern_name: the kernel consumer that
+	 * rdma_cm's resource tracking names (kept, not copied: it must outlive
+	 * the id), or NULL for an open file's id, made in its caller's context
+	 * (the tracking names the process).
 	 */
 	struct rdma_cm_id *(*create_id)(struct net *net, rdma_cm_event_handler handler,
-					void *context, bool user);
+					void *context, const char *kern_name);
 	void (*destroy_id)(struct rdma_cm_id *id);
 	int (*bind_addr)(struct rdma_cm_id *id, struct sockaddr *addr);
 	int (*listen)(struct rdma_cm_id *id, int backlog);

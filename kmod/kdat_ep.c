@@ -759,7 +759,7 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 		if (!timer)
 			return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 	}
-	id = ep->ia->cm->create_id(ep->obj.ctx->net, kdat_cm_upcall, ep, ep->obj.ctx->user);
+	id = ep->ia->cm->create_id(ep->obj.ctx->net, kdat_cm_upcall, ep, ep->obj.ctx->kern_name);
 	if (IS_ERR(id)) {
 		kfree(timer);
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);

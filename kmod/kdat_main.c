@@ -122,6 +122,7 @@ static void __exit kdat_exit(void)
 	kdat_ib_client_unregister();
 	/* every file and kernel IA is gone (module refcount); let releases finish */
 	destroy_workqueue(kdat_wq);
+	kdat_owner_names_free();	/* no cm_id is left to name */
 	pr_info("kdat: unloaded\n");
 }
 

@@ -3,9 +3,60 @@
  * Objects and their owners: the handle table of one owner (an open file or a kernel
  * consumer's IA), references, and each object's record in the shared table.
  */
+#include <linux/module.h>
 #include <linux/slab.h>
 #include "kdat_base.h"
 #include "kdat_trace.h"
+
+/*
+ * A kernel consumer's name, as rdma_cm's resource tracking shows its cm_ids ("[name]" in
+ * rdma res show cm_id).  rdma_cm keeps the pointer, not a copy, for as long as an id lives,
+ * and an id may outlive its IA and its consumer's module (an orphan ends later), so each
+ * name is copied once and kept until kdat unloads: one per consumer module ever seen.
+ */
+struct kdat_owner_name {
+	struct list_head node;
+	char name[];
+};
+
+static LIST_HEAD(kdat_owner_names);
+static DEFINE_MUTEX(kdat_owner_names_lock);
+
+const char *kdat_owner_name(const char *owner)
+{
+	size_t len = strnlen(owner, MODULE_NAME_LEN - 1);
+	const char *found = KBUILD_MODNAME;	/* no memory: the ids are labeled kdat's */
+	struct kdat_owner_name *n;
+
+	mutex_lock(&kdat_owner_names_lock);
+	list_for_each_entry(n, &kdat_owner_names, node) {
+		if (strlen(n->name) == len && !strncmp(n->name, owner, len)) {
+			found = n->name;
+			goto out;
+		}
+	}
+	n = kmalloc(struct_size(n, name, len + 1), GFP_KERNEL);
+	if (n) {
+		memcpy(n->name, owner, len);
+		n->name[len] = '\0';
+		list_add(&n->node, &kdat_owner_names);
+		found = n->name;
+	}
+out:
+	mutex_unlock(&kdat_owner_names_lock);
+	return found;
+}
+
+/* At unload, when no cm_id is left. */
+void kdat_owner_names_free(void)
+{
+	struct kdat_owner_name *n, *next;
+
+	list_for_each_entry_safe(n, next, &kdat_owner_names, node) {
+		list_del(&n->node);
+		kfree(n);
+	}
+}
 
 void kdat_ctx_release(struct kref *ref)
 {
@@ -37,7 +88,7 @@ struct kdat_ctx *kdat_ctx_create(const char *kernel_owner, struct net *net)
 		return NULL;
 	}
 	ctx->net = get_net(net);
-	ctx->user = !kernel_owner;
+	ctx->kern_name = kernel_owner ? kdat_owner_name(kernel_owner) : NULL;
 	mutex_init(&ctx->lock);
 	xa_init_flags(&ctx->objs, XA_FLAGS_ALLOC1);
 	INIT_LIST_HEAD(&ctx->ias);

@@ -52,7 +52,7 @@ static kdat_ret_t kdat_sp_listen(struct kdat_sp *sp)
 	struct rdma_cm_id *id;
 	int err;
 
-	id = sp->ia->cm->create_id(sp->obj.ctx->net, kdat_cm_upcall, sp, sp->obj.ctx->user);
+	id = sp->ia->cm->create_id(sp->obj.ctx->net, kdat_cm_upcall, sp, sp->obj.ctx->kern_name);
 	if (IS_ERR(id))
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_DEVICE);
 	kdat_ss_with_port(&addr, &sp->ia->addr, sp->conn_qual);

@@ -106,7 +106,7 @@ static struct fake_id *fake_new(rdma_cm_event_handler handler, void *context)
 }
 
 static struct rdma_cm_id *fake_create_id(struct net *net, rdma_cm_event_handler handler,
-					 void *context, bool user)
+					 void *context, const char *kern_name)
 {
 	struct fake_id *f;
 	int err = fake_record(NULL, OP_CREATE);

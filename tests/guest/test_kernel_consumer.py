@@ -1,5 +1,7 @@
 """kdat_echo, a kernel module that uses only include/kdat/kdat.h, against userspace EPs both ways."""
+import json
 import os
+import subprocess
 import time
 
 import pytest
@@ -58,15 +60,45 @@ def test_user_ep_connects_to_the_kernel_echo_service(echo, rdma):
         wait_param("disconnected", "1")
 
 
+def _connected_to_echo(k, rdma, port):
+    """A userspace EP of `k` connected to kdat_echo listening on `port`: (its EVD, the EP)."""
+    ia = k.ia_open("kdat0")
+    evd = k.evd_create(ia, 16)
+    ep = k.ep_create(ia, evd)
+    k.ep_connect(ep, ipv4(rdma["KDAT_TEST_ADDR"]), port, 5_000_000)
+    k.expect_event(evd, "CONNECTION_EVENT_ESTABLISHED")
+    return evd, ep
+
+
+def _cm_ids_on_port(port):
+    out = subprocess.run(["rdma", "-j", "res", "show", "cm_id"], capture_output=True, text=True,
+                         check=True).stdout
+    return [i for i in json.loads(out) if i.get("src-addr", "").endswith(f":{port}")]
+
+
+def test_rdma_res_names_the_kernel_consumer_as_its_cm_ids_owner(echo, rdma):
+    """rdma res show cm_id labels a kernel consumer's ids with the consumer's module name (as it
+    labels nvme-rdma's "[nvme_rdma]"), not with kdat's: the listener and the id that accepted a
+    userspace EP's connection are both "[kdat_echo]"; the userspace EP's id is its process's."""
+    port = next_port()
+    echo(listen_port=port)
+    with Kdat() as k:
+        evd, ep = _connected_to_echo(k, rdma, port)
+        wait_param("established", "1")
+        ids = _cm_ids_on_port(port)
+        kernel = [i for i in ids if "pid" not in i]
+        assert {i.get("state") for i in kernel} == {"LISTEN", "CONNECT"}, ids
+        assert all(i.get("comm") == "[kdat_echo]" for i in kernel), ids
+        k.ep_disconnect(ep)
+        k.expect_event(evd, "CONNECTION_EVENT_DISCONNECTED")
+    wait_param("disconnected", "1")
+
+
 def test_unloading_the_kernel_consumer_disconnects_its_peers(echo, rdma):
     port = next_port()
     echo(listen_port=port)
     with Kdat() as k:
-        ia = k.ia_open("kdat0")
-        evd = k.evd_create(ia, 16)
-        ep = k.ep_create(ia, evd)
-        k.ep_connect(ep, ipv4(rdma["KDAT_TEST_ADDR"]), port, 5_000_000)
-        k.expect_event(evd, "CONNECTION_EVENT_ESTABLISHED")
+        evd, ep = _connected_to_echo(k, rdma, port)
         # a kernel consumer holds kdat: kdat cannot go first
         assert guest.unload_module("kdat").returncode != 0
         assert guest.unload_module("kdat_echo").returncode == 0

@@ -6,13 +6,9 @@ import stat
 
 import pytest
 
-from kdat_harness import guest
+from kdat_harness import guest, kdat_version
 from kdat_harness.guest import UAPI, errno
 
-
-def _version():
-    with open(os.path.join(os.environ["KDAT_REPO"], "include", "kdat", "version.h")) as f:
-        return re.search(r'#define KDAT_VERSION "([0-9.]+)"', f.read()).group(1)
 
 
 def test_load_creates_dev_kdat_0600_and_unload_removes_it(rdma, kernel_log):
@@ -56,7 +52,7 @@ def test_modprobe_loads_the_installed_module_and_udev_reads_its_rule(rdma, kerne
         guest.run("modprobe", "kdat")
         assert stat.S_ISCHR(os.stat(guest.DEV).st_mode)
         with open("/sys/module/kdat/version") as f:
-            assert f.read().strip() == _version()
+            assert f.read().strip() == kdat_version()
         os.makedirs(os.path.dirname(rule), exist_ok=True)
         shutil.copy(os.path.join(os.environ["KDAT_REPO"], "scripts", "99-kdat.rules"), rule)
         dev = sorted(os.listdir("/sys/class/infiniband"))[0]
@@ -122,7 +118,7 @@ def test_user_library_sees_the_module(dev):
     """kdatctl version: its own version and the module's (include/kdat/version.h, the one
     source; MODULE_VERSION puts it in /sys/module/kdat/version), the ABI and DAT versions."""
     kdatctl = os.path.join(os.environ["KDAT_REPO"], "build", "user", "kdatctl")
-    version = _version()
+    version = kdat_version()
     with open("/sys/module/kdat/version") as f:
         assert f.read().strip() == version
     for argv in (["version"], ["--version"]):

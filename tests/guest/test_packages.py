@@ -13,16 +13,12 @@ import time
 
 import pytest
 
-from kdat_harness import REPO, guest
+from kdat_harness import REPO, guest, kdat_version
 from kdat_harness.dapl import listens
 
 UPPER = os.path.join(REPO, "build", "pkgroot", "upper")
 PORT = 39917  # outside the suite's 20000..39999 allocations' busy range (fixed, one user)
 
-
-def _version():
-    with open(os.path.join(REPO, "include", "kdat", "version.h")) as f:
-        return re.search(r'#define KDAT_VERSION "([0-9.]+)"', f.read()).group(1)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +75,7 @@ def test_modprobe_loads_the_kdat_dkms_built(loaded, kernel_log):
     path = _in(loaded, "modinfo", "-n", "kdat").stdout.strip()
     assert path == f"/lib/modules/{kver}/updates/dkms/kdat.ko"
     with open("/sys/module/kdat/version") as f:
-        assert f.read().strip() == _version()
+        assert f.read().strip() == kdat_version()
     with open("/sys/module/kdat/srcversion") as f:
         assert f.read().strip() == _in(loaded, "modinfo", "-F", "srcversion", path).stdout.strip()
     # DKMS signs what it builds when the kernel verifies signatures (Debian's does: its MOK key)
@@ -105,7 +101,7 @@ def test_kdatctl_names_the_module_and_an_out_of_tree_kernel_consumer(loaded, rdm
     _in(loaded, "insmod", ko, f"netdev={rdma['KDAT_TEST_NETDEV']}")
     try:
         version = _in(loaded, "kdatctl", "--version").stdout
-        assert re.search(rf"^kdat\.ko {re.escape(_version())}, ABI", version, re.M), version
+        assert re.search(rf"^kdat\.ko {re.escape(kdat_version())}, ABI", version, re.M), version
         tables = json.loads(_in(loaded, "kdatctl", "list", "--json", "--comm",
                                 "kdat_pkg_consumer").stdout)["tables"]
         assert len(tables) == 1 and "kernel" in tables[0]["flags"], tables

@@ -1,23 +1,14 @@
 """make install (issue #25): what it puts where, and that an out-of-tree kernel module builds and
 links against kdat from the installed files alone, as a storage driver outside this tree would."""
-import os
 import re
 import subprocess
 import textwrap
 
 import pytest
 
-from kdat_harness import REPO
+from kdat_harness import REPO, guest_kver, kdat_version
 
 
-def _kver():
-    return subprocess.run([os.path.join(REPO, "scripts", "kver")], capture_output=True, text=True,
-                          check=True).stdout.strip()
-
-
-def _version():
-    with open(os.path.join(REPO, "include", "kdat", "version.h")) as f:
-        return re.search(r'#define KDAT_VERSION "([0-9.]+)"', f.read()).group(1)
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +21,7 @@ def installed(tmp_path_factory):
 
 
 def test_install_puts_the_module_rule_libraries_tools_and_kernel_headers_in_place(installed):
-    kver, version = _kver(), _version()
+    kver, version = guest_kver(), kdat_version()
     ko = installed / "lib" / "modules" / kver / "updates" / "kdat.ko"
     assert ko.is_file()
     info = subprocess.run(["modinfo", "-F", "version", str(ko)], capture_output=True, text=True,
@@ -83,7 +74,7 @@ CONSUMER = textwrap.dedent("""\
 
 
 def test_an_out_of_tree_kernel_module_builds_against_the_installed_kdat(installed, tmp_path):
-    kver, version = _kver(), _version()
+    kver, version = guest_kver(), kdat_version()
     src = installed / "usr" / "src" / f"kdat-{version}"
     (tmp_path / "consumer.c").write_text(CONSUMER)
     (tmp_path / "Kbuild").write_text(f"ccflags-y := -I{src}/include\nobj-m := consumer.o\n")

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from kdat_harness import REPO
+from kdat_harness import REPO, guest_kver, kdat_version
 
 DEBDIR = os.path.join(REPO, "build", "deb")
 PKGROOT = os.path.join(REPO, "build", "pkgroot")
@@ -18,14 +18,6 @@ PACKAGES = {"kdat-dkms", "libkdat0", "libvipl-kdat0", "libdaplkdat2", "libkdat-d
 DAT_ENTRY = 'kdat u2.0 nonthreadsafe default libdaplkdat.so.2 dapl.2.0 "*" ""'
 
 
-def _kver():
-    return subprocess.run([os.path.join(REPO, "scripts", "kver")], capture_output=True, text=True,
-                          check=True).stdout.strip()
-
-
-def _version():
-    with open(os.path.join(REPO, "include", "kdat", "version.h")) as f:
-        return re.search(r'#define KDAT_VERSION "([0-9.]+)"', f.read()).group(1)
 
 
 def _debs():
@@ -68,7 +60,7 @@ def test_make_deb_builds_every_package_and_lintian_passes_them(debs):
 
 
 def test_each_package_holds_what_it_promises(debs):
-    version, triplet = _version(), subprocess.run(
+    version, triplet = kdat_version(), subprocess.run(
         ["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], capture_output=True, text=True,
         check=True).stdout.strip()
     lib = f"/usr/lib/{triplet}"
@@ -115,7 +107,7 @@ def _dat_conf(root):
 
 
 def test_the_packages_install_into_a_throwaway_root(pkgroot):
-    kver, version = _kver(), _version()
+    kver, version = guest_kver(), kdat_version()
     status = subprocess.run(["dpkg-query", "--admindir", os.path.join(pkgroot, "var/lib/dpkg"),
                              "-W", "-f", "${Package} ${db:Status-Abbrev}\n", *sorted(PACKAGES)],
                             capture_output=True, text=True)
@@ -147,7 +139,7 @@ def test_purge_takes_away_what_the_packages_added(pkgroot, tmp_path):
     package removes the module DKMS built, the per-kernel Module.symvers, /usr/src/kdat-VERSION
     and the dat.conf entry.  (A copy, not one more overlay layer: a layer below / on the same
     file system is an overlapping lower layer, which overlayfs refuses.)"""
-    kver, version = _kver(), _version()
+    kver, version = guest_kver(), kdat_version()
     up, work, merged = tmp_path / "up", tmp_path / "work", tmp_path / "merged"
     subprocess.run(["cp", "-a", pkgroot, str(up)], check=True)
     for d in (work, merged):

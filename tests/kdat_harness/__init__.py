@@ -4,3 +4,17 @@ import os
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INCLUDE = os.path.join(REPO, "include")
+
+
+def kdat_version():
+    """The version of kdat's module, libraries and tools (include/kdat/version.h)."""
+    import re
+    with open(os.path.join(INCLUDE, "kdat", "version.h")) as f:
+        return re.search(r'#define KDAT_VERSION "([0-9.]+)"', f.read()).group(1)
+
+
+def guest_kver():
+    """The guest kernel's version, as the build uses it (scripts/kver)."""
+    import subprocess
+    return subprocess.run([os.path.join(REPO, "scripts", "kver")], capture_output=True, text=True,
+                          check=True).stdout.strip()
