@@ -78,17 +78,17 @@ def _cm_ids_on_port(port):
 
 def test_rdma_res_names_the_kernel_consumer_as_its_cm_ids_owner(echo, rdma):
     """rdma res show cm_id labels a kernel consumer's ids with the consumer's module name (as it
-    labels nvme-rdma's "[nvme_rdma]"), not with kdat's: the listener and the id that accepted a
-    userspace EP's connection are both "[kdat_echo]"; the userspace EP's id is its process's."""
+    labels nvme-rdma's), not with kdat's: the listener and the id that accepted a userspace EP's
+    connection both have comm "kdat_echo" and no pid (the text output brackets it: [kdat_echo])."""
     port = next_port()
     echo(listen_port=port)
     with Kdat() as k:
         evd, ep = _connected_to_echo(k, rdma, port)
         wait_param("established", "1")
         ids = _cm_ids_on_port(port)
-        kernel = [i for i in ids if "pid" not in i]
+        kernel = [i for i in ids if "pid" not in i]  # iproute2: a kernel id has no pid
         assert {i.get("state") for i in kernel} == {"LISTEN", "CONNECT"}, ids
-        assert all(i.get("comm") == "[kdat_echo]" for i in kernel), ids
+        assert all(i.get("comm") == "kdat_echo" for i in kernel), ids
         k.ep_disconnect(ep)
         k.expect_event(evd, "CONNECTION_EVENT_DISCONNECTED")
     wait_param("disconnected", "1")

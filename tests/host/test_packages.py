@@ -127,7 +127,7 @@ def test_the_packages_install_into_a_throwaway_root(pkgroot):
     assert DAT_ENTRY in _dat_conf(pkgroot)
     assert not [line for line in _dat_conf("/") if line.startswith("kdat ")]
     # what a developer builds against the installed files
-    consumer = os.path.join(pkgroot, "opt/kdat-pkgtest/module/kdat_pkg_consumer.ko")
+    consumer = os.path.join(pkgroot, "opt/kdat-pkgtest/module/kdat_pkgtest.ko")
     deps = subprocess.run(["modinfo", "-F", "depends", consumer], capture_output=True, text=True,
                           check=True).stdout.strip()
     assert deps == "kdat"

@@ -14,7 +14,7 @@ MODULE_PARM_DESC(netdev, "the netdev whose RDMA port the IA opens on");
 
 static struct kdat_ia *ia;
 
-static int __init kdat_pkg_consumer_init(void)
+static int __init kdat_pkgtest_init(void)
 {
 	struct kdat_ia_info info;
 
@@ -24,17 +24,17 @@ static int __init kdat_pkg_consumer_init(void)
 		kdat_ia_close(ia, KDAT_IA_CLOSE_ABRUPT);
 		return -EIO;
 	}
-	pr_info("kdat_pkg_consumer: kdat %s, IA on %s (%s)\n", KDAT_VERSION, info.netdev_name,
+	pr_info("kdat_pkgtest: kdat %s, IA on %s (%s)\n", KDAT_VERSION, info.netdev_name,
 		info.device_name);
 	return 0;
 }
 
-static void __exit kdat_pkg_consumer_exit(void)
+static void __exit kdat_pkgtest_exit(void)
 {
 	kdat_ia_close(ia, KDAT_IA_CLOSE_ABRUPT);
 }
 
-module_init(kdat_pkg_consumer_init);
-module_exit(kdat_pkg_consumer_exit);
+module_init(kdat_pkgtest_init);
+module_exit(kdat_pkgtest_exit);
 MODULE_DESCRIPTION("kdat package test: an out-of-tree kernel consumer");
 MODULE_LICENSE("GPL");
