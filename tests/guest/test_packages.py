@@ -3,10 +3,8 @@
 program and a kernel module built against the installed development files).  Here it goes over
 the guest's own / in an overlay, and in a chroot there: modprobe loads the DKMS-built kdat, the
 packaged udev rule loads it and sets the node's mode, kdatctl sees the module and a kernel
-consumer, and the C++ program connects.  (Debian's dtest over the provider as the package
-registered it in /etc/dat.conf is not here yet: in the chroot its client could not reach the
-server's exchange socket, not yet understood; tests/guest/test_dapl_provider.py runs dtest over
-the same provider from the build tree.)"""
+consumer, the C++ program connects, and Debian's dtest runs over the provider as the package
+registered it in /etc/dat.conf (no DAT_OVERRIDE)."""
 import json
 import os
 import re
@@ -16,6 +14,7 @@ import time
 import pytest
 
 from kdat_harness import REPO, guest, kdat_version
+from kdat_harness.dapl import listens
 
 UPPER = os.path.join(REPO, "build", "pkgroot", "upper")
 PORT = 39917  # outside the suite's 20000..39999 allocations' busy range (fixed, one user)
@@ -122,3 +121,31 @@ def test_a_cpp_program_built_against_the_installed_libkdat_connects(loaded, rdma
     r = _in(loaded, "/opt/kdat-pkgtest/pkg_connect", rdma["KDAT_TEST_NETDEV"],
             rdma["KDAT_TEST_ADDR"], str(PORT))
     assert "pkg_connect ok: CONNECTED -> DISCONNECTED" in r.stdout
+
+
+def test_dtest_runs_over_the_provider_the_package_registered(loaded, rdma, kernel_log):
+    """Debian's dtest, unmodified, over libdaplkdat as its package registered it in /etc/dat.conf
+    (ia_params "*": the first active RDMA port; no DAT_OVERRIDE).  Burst and buffer size as in
+    test_dapl_provider.py: dtest's defaults take minutes in a TCG guest."""
+    with open(os.path.join(loaded, "etc/dat.conf")) as f:
+        assert 'kdat u2.0 nonthreadsafe default libdaplkdat.so.2 dapl.2.0 "*" ""' in f.read()
+    args = ["-B", "20", "-b", "65536"]
+    env = ["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"]
+    server = subprocess.Popen(["chroot", loaded, *env, "dtest", "-P", "kdat", "-s", *args],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not listens(server.pid) and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert listens(server.pid), "the dtest server never listened"
+        client = _in(loaded, "dtest", "-P", "kdat", "-h", rdma["KDAT_TEST_ADDR"], *args,
+                     timeout=300)
+        server_out, _ = server.communicate(timeout=120)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    for side in (client.stdout + client.stderr, server_out):
+        # dtest's verdict (its exit status is 0 even when it fails)
+        assert "PASSED" in side and "FAILED" not in side, side[-3000:]
+        assert "CONNECTED!" in side
