@@ -168,16 +168,19 @@ def removable_rxe(kdat_module, kernel_log, rdma):
     guest.rdma_up()
 
 
-def test_rdma_link_delete_with_endpoints_in_every_state(removable_rxe, rdma, kdat_files):
+def test_rdma_link_delete_with_endpoints_in_every_state(removable_rxe, rdma, black_hole,
+                                                        kdat_files):
     k = kdat_files()
     s = side(k)
     k2 = kdat_files()
     s2 = side(k2)
     eps = {}
     eps["UNCONNECTED"] = s.ep()
-    # ACTIVE_CONNECTION_PENDING, twice: toward a black hole, and toward a PSP holding our CR
+    # ACTIVE_CONNECTION_PENDING, twice: toward a black hole, and toward a PSP holding our CR.
+    # Not SILENT_HOST: its address resolution gives up after 2 s, and on a busy debug kernel
+    # the setup below takes longer than that.
     eps["ACTIVE_CONNECTION_PENDING"] = s.ep()
-    k.ep_connect(eps["ACTIVE_CONNECTION_PENDING"], SILENT_HOST, next_port(), 60_000_000)
+    k.ep_connect(eps["ACTIVE_CONNECTION_PENDING"], black_hole, next_port(), 60_000_000)
     held = s.ep()
     port = next_port()
     k2.psp_create(s2.ia, s2.crevd, port)
