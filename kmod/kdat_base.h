@@ -132,8 +132,19 @@ struct kdat_device {
 	struct list_head ias;		/* struct kdat_ia.dev_node */
 };
 
+/*
+ * An IA's connection counters (KDAT_IA_COUNTERS).  Counted under the owner's
+ * ctx->lock or from the CM's handlers, read by any file that may view the
+ * owner's table (kdat_table_ia_counters), hence atomics.
+ */
+struct kdat_ia_stats {
+	u32 handle;			/* the IA's, for readers to check against */
+	atomic64_t v[KDAT_IA_NR_COUNTERS];
+};
+
 struct kdat_ia {
 	struct kdat_obj obj;
+	struct kdat_ia_stats stats;	/* in the table's index while the IA lives */
 	struct list_head ctx_node;
 	struct list_head dev_node;	/* under kdat_devices_lock */
 	struct kdat_device *kdev;	/* NULL once the device is gone */
@@ -241,6 +252,14 @@ void kdat_table_mark_viewer(struct kdat_table *t);
 kdat_ret_t kdat_table_list(void __user *ubuf, u32 capacity, u32 *count);
 kdat_ret_t kdat_table_find(u64 id, struct kdat_table **out);
 u64 kdat_table_id(const struct kdat_table *t);
+int kdat_table_add_stats(struct kdat_table *t, struct kdat_ia_stats *stats);
+void kdat_table_del_stats(struct kdat_table *t, struct kdat_ia_stats *stats);
+kdat_ret_t kdat_table_ia_counters(struct kdat_table *t, u32 handle, u64 *values, u32 room);
+
+static inline void kdat_ia_count(struct kdat_ia *ia, enum kdat_ia_counter counter)
+{
+	atomic64_inc(&ia->stats.v[counter]);
+}
 
 /* kdat_ring.c: event rings (callers of the *_locked-style ones hold evd->lock) */
 struct file *kdat_ring_attach(struct kdat_evd *evd, u32 handle, u32 *entries, u32 *map_size);

@@ -279,6 +279,7 @@ kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *pdata, s32 pdata_size)
 		kdat_cr_unlock_id(cr, id);
 		return ret;
 	}
+	kdat_ia_count(cr->ia, KDAT_IA_COUNTER_REJECTS);
 	if (id && !cr->remote_gone) {
 		u8 wire[KDAT_PDATA_WIRE_MAX];
 

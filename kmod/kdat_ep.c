@@ -125,6 +125,47 @@ static void kdat_ep_trace(struct kdat_ep *ep, unsigned int stimulus, struct kdat
 				   go ? step.effects : 0);
 }
 
+/* The IA's counter of a connection event. */
+static int kdat_event_counter(unsigned int event)
+{
+	switch (event) {
+	case KDAT_EP_EVENT_ESTABLISHED:		return KDAT_IA_COUNTER_ESTABLISHED;
+	case KDAT_EP_EVENT_PEER_REJECTED:	return KDAT_IA_COUNTER_PEER_REJECTED;
+	case KDAT_EP_EVENT_NON_PEER_REJECTED:	return KDAT_IA_COUNTER_NON_PEER_REJECTED;
+	case KDAT_EP_EVENT_ACCEPT_COMPLETION_ERROR: return KDAT_IA_COUNTER_ACCEPT_ERRORS;
+	case KDAT_EP_EVENT_DISCONNECTED:	return KDAT_IA_COUNTER_DISCONNECTED;
+	case KDAT_EP_EVENT_BROKEN:		return KDAT_IA_COUNTER_BROKEN;
+	case KDAT_EP_EVENT_TIMED_OUT:		return KDAT_IA_COUNTER_TIMED_OUT;
+	case KDAT_EP_EVENT_UNREACHABLE:		return KDAT_IA_COUNTER_UNREACHABLE;
+	default:				return -1;
+	}
+}
+
+/* The IA's counters of a step the table took (KDAT_IA_COUNTERS); moved: to a new state. */
+static void kdat_ep_count(struct kdat_ia *ia, unsigned int stimulus, bool moved,
+			  unsigned int event)
+{
+	int counter = kdat_event_counter(event);
+
+	if (counter >= 0)
+		kdat_ia_count(ia, counter);
+	if (!moved)
+		return;
+	switch (stimulus) {
+	case KDAT_EP_STIM_CONNECT:
+	case KDAT_EP_STIM_DUP_CONNECT:
+		kdat_ia_count(ia, KDAT_IA_COUNTER_CONNECTS);
+		break;
+	case KDAT_EP_STIM_ACCEPT:
+		kdat_ia_count(ia, KDAT_IA_COUNTER_ACCEPTS);
+		break;
+	case KDAT_EP_STIM_DISCONNECT_GRACEFUL:
+	case KDAT_EP_STIM_DISCONNECT_ABRUPT:
+		kdat_ia_count(ia, KDAT_IA_COUNTER_DISCONNECTS);
+		break;
+	}
+}
+
 unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
 			  const void *pdata, u32 pdata_len)
 {
@@ -143,6 +184,7 @@ unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
 		kdat_ep_flush(ep);
 	else if (step.effects & KDAT_EP_FX_QP_ERR)
 		kdat_qp_set(ep, IB_QPS_ERR);
+	kdat_ep_count(ep->ia, stimulus, step.next != ep->state, step.event);
 	if (step.next != ep->state) {
 		ep->state = step.next;
 		ep->transitions++;
@@ -1050,6 +1092,8 @@ static void kdat_cm_active_established(struct kdat_ep *ep, struct rdma_cm_event 
 	kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, pdata, len);
 }
 
+static void kdat_ep_non_peer_rejected(struct kdat_ep *ep, enum kdat_ia_counter reason);
+
 static void kdat_cm_active_route(struct kdat_ep *ep, struct rdma_cm_id *id,
 				 struct kdat_cm_send *send)
 {
@@ -1060,7 +1104,7 @@ static void kdat_cm_active_route(struct kdat_ep *ep, struct rdma_cm_id *id,
 	/* a user QP is in INIT since its creation (KDAT_IOC_UQP_ATTR) */
 	err = ep->uqp ? 0 : kdat_qp_modify_cm(ep, id, IB_QPS_INIT);
 	if (err) {
-		kdat_ep_step(ep, KDAT_EP_STIM_NON_PEER_REJECTED, NULL, 0);
+		kdat_ep_non_peer_rejected(ep, KDAT_IA_COUNTER_REJECTED_OTHER);
 		return;
 	}
 	memset(param, 0, sizeof(*param));	/* srq, qkey: none */
@@ -1091,6 +1135,30 @@ static unsigned int kdat_ep_failure(struct kdat_ep *ep, unsigned int stimulus)
 	    ktime_compare(hrtimer_get_expires(&ep->timer->timer), ktime_get()) <= 0)
 		return KDAT_EP_STIM_TIMEOUT;
 	return stimulus;
+}
+
+/*
+ * The attempt ended without the peer consumer's word: NON_PEER_REJECTED,
+ * counted by reason, unless it is late enough to be the timeout's.
+ */
+static void kdat_ep_non_peer_rejected(struct kdat_ep *ep, enum kdat_ia_counter reason)
+{
+	u32 events = ep->obj.events;
+
+	kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_NON_PEER_REJECTED), NULL, 0);
+	if (ep->obj.events != events && ep->obj.last_event == KDAT_EP_EVENT_NON_PEER_REJECTED)
+		kdat_ia_count(ep->ia, reason);
+}
+
+/* Why a REJ that is not the peer consumer's came (rdma_cm's status of REJECTED). */
+static enum kdat_ia_counter kdat_reject_reason(const u8 *rej, u32 len, int status)
+{
+	if (kdat_pdata_provider_reject(rej, len))
+		return KDAT_IA_COUNTER_REJECTED_BY_PROVIDER;
+	/* IB/RoCE: the CM's REJ reason; iWARP: the TCP connect's errno */
+	if (status == IB_CM_REJ_INVALID_SERVICE_ID || status == -ECONNREFUSED)
+		return KDAT_IA_COUNTER_REJECTED_NO_LISTENER;
+	return KDAT_IA_COUNTER_REJECTED_OTHER;
 }
 
 /*
@@ -1158,8 +1226,7 @@ static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 		if (send->what == KDAT_SEND_ROUTE) {
 			kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_UNREACHABLE), NULL, 0);
 		} else if (send->what == KDAT_SEND_REQ) {
-			kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_NON_PEER_REJECTED),
-				     NULL, 0);
+			kdat_ep_non_peer_rejected(ep, KDAT_IA_COUNTER_REJECTED_OTHER);
 		} else if (err) {
 			kdat_ep_step(ep, KDAT_EP_STIM_BROKEN, NULL, 0);
 		} else {
@@ -1230,8 +1297,7 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 			plen = kdat_pdata_unwrap(rej, len, &pdata);
 			kdat_ep_step(ep, KDAT_EP_STIM_PEER_REJECTED, pdata, plen);
 		} else {
-			kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_NON_PEER_REJECTED),
-				     NULL, 0);
+			kdat_ep_non_peer_rejected(ep, kdat_reject_reason(rej, len, ev->status));
 		}
 		break;
 	case RDMA_CM_EVENT_CONNECT_ERROR:

@@ -19,9 +19,18 @@ static void kdat_ia_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 	kdat_addr_out(&rec->local_addr, (struct sockaddr *)&ia->addr);
 }
 
+/* the last reference (teardown has usually unlisted its counters already) */
+static void kdat_ia_release(struct kdat_obj *obj)
+{
+	struct kdat_ia *ia = container_of(obj, struct kdat_ia, obj);
+
+	kdat_table_del_stats(obj->ctx->table, &ia->stats);
+}
+
 static const struct kdat_obj_class kdat_ia_class = {
 	.rec_type = KDAT_REC_IA,
 	.rec_fill = kdat_ia_rec_fill,
+	.release = kdat_ia_release,
 };
 
 /* Parses "netdev" or an IP literal into an IPv4/IPv6 address. */
@@ -140,6 +149,14 @@ kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, struct kdat_i
 		ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 		goto err_pd;
 	}
+	ia->stats.handle = ia->obj.handle;
+	if (kdat_table_add_stats(ctx->table, &ia->stats)) {
+		kdat_obj_unlink(&ia->obj);
+		mutex_unlock(&ctx->lock);
+		ib_dealloc_pd(ia->pd);
+		kdat_obj_put(&ia->obj);
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	}
 	mutex_lock(&kdat_devices_lock);
 	kdev = kdat_device_find(ia->ibdev);
 	if (!kdev) {
@@ -250,6 +267,7 @@ static void kdat_ia_teardown(struct kdat_ia *ia)
 	while (!list_empty(&ia->evds))
 		kdat_evd_kill(list_first_entry(&ia->evds, struct kdat_evd, ia_node));
 	kdat_obj_unlink(&ia->obj);
+	kdat_table_del_stats(ctx->table, &ia->stats);	/* its handle reads no more counters */
 	list_del_init(&ia->ctx_node);
 	mutex_lock(&kdat_devices_lock);
 	list_del_init(&ia->dev_node);
@@ -268,6 +286,15 @@ static void kdat_ia_teardown(struct kdat_ia *ia)
 	ia->pd = NULL;
 	kdat_obj_put(&ia->obj);
 }
+
+void kdat_ia_counters(struct kdat_ia *ia, u64 *values, u32 count)
+{
+	u32 i;
+
+	for (i = 0; i < count; i++)
+		values[i] = i < KDAT_IA_NR_COUNTERS ? atomic64_read(&ia->stats.v[i]) : 0;
+}
+EXPORT_SYMBOL_GPL(kdat_ia_counters);
 
 kdat_ret_t kdat_ia_close_in(struct kdat_ia *ia, u32 flags)
 {

@@ -172,6 +172,25 @@ static long kdat_ioc_ia_query(struct kdat_ioc_call *call)
 	return 0;
 }
 
+static long kdat_ioc_ia_counters(struct kdat_ioc_call *call)
+{
+	struct kdat_ia_counters *a = call->arg;
+	struct kdat_table *t = call->ctx->table;
+
+	a->count = KDAT_IA_NR_COUNTERS;
+	memset(a->value, 0, sizeof(a->value));
+	/* another owner's table: found only under TABLE_ATTACH's rule */
+	if (a->table) {
+		a->status = kdat_table_find(a->table, &t);
+		if (a->status)
+			return 0;
+	}
+	a->status = kdat_table_ia_counters(t, a->ia, a->value, ARRAY_SIZE(a->value));
+	if (a->table)
+		kdat_table_put(t);
+	return 0;
+}
+
 /* ---- EVD ------------------------------------------------------------------- */
 
 static long kdat_ioc_evd_create(struct kdat_ioc_call *call)

@@ -268,8 +268,10 @@ static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
 		if (!pep) {
 			kfree(cr);
 			/* -ENOMEM makes the CM drop the REQ so that it is retried */
-			return KDAT_RET_TYPE(ret) == KDAT_DAT_INSUFFICIENT_RESOURCES ?
-				-ENOMEM : -ECONNREFUSED;
+			if (KDAT_RET_TYPE(ret) == KDAT_DAT_INSUFFICIENT_RESOURCES)
+				return -ENOMEM;
+			kdat_ia_count(ia, KDAT_IA_COUNTER_REQUESTS_REFUSED);
+			return -ECONNREFUSED;
 		}
 		pep->provider_created = true;
 	}
@@ -322,6 +324,7 @@ static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
 		kdat_ep_step(pep, KDAT_EP_STIM_PROVIDER_BIND, NULL, 0);
 	}
 	kdat_cr_post(cr);
+	kdat_ia_count(ia, KDAT_IA_COUNTER_REQUESTS);
 	mutex_unlock(&ctx->lock);
 	if (pep)
 		kdat_ia_unuse_pd(ia);
@@ -336,6 +339,7 @@ refuse_unlocked:
 	}
 	kfree(cr);
 	kdat_cm_refuse(ia, id);
+	kdat_ia_count(ia, KDAT_IA_COUNTER_REQUESTS_REFUSED);
 	return -ECONNREFUSED;
 }
 

@@ -34,6 +34,8 @@ struct kdat_table {
 	u16 gen_base;			/* first generation of every slot */
 	u32 high_water;			/* slots with a page (writer's copy) */
 	struct kdat_table_header *hdr;
+	/* slot -> struct kdat_ia_stats of the live IAs; readers copy under its lock */
+	struct xarray ia_stats;
 	struct page *pages[KDAT_TABLE_PAGES];
 };
 
@@ -56,6 +58,7 @@ struct kdat_table *kdat_table_create(const char *kernel_owner)
 		return NULL;
 	}
 	kref_init(&t->ref);
+	xa_init(&t->ia_stats);
 	t->id = atomic64_inc_return(&kdat_table_ids);
 	t->uid = current_euid();
 	t->kernel = kernel;
@@ -97,6 +100,7 @@ static void kdat_table_release(struct kref *ref)
 		if (t->pages[i])
 			__free_page(t->pages[i]);
 	put_pid(t->opener);
+	xa_destroy(&t->ia_stats);
 	kvfree(t);
 }
 
@@ -368,4 +372,38 @@ kdat_ret_t kdat_table_find(u64 id, struct kdat_table **out)
 u64 kdat_table_id(const struct kdat_table *t)
 {
 	return t ? t->id : 0;
+}
+
+/* An IA's counters become readable by its handle (kdat_table_ia_counters). */
+int kdat_table_add_stats(struct kdat_table *t, struct kdat_ia_stats *stats)
+{
+	return xa_err(xa_store(&t->ia_stats, KDAT_HANDLE_SLOT(stats->handle), stats,
+			       GFP_KERNEL));
+}
+
+/*
+ * ...and stop being: after this no reader holds them.  The slot may meanwhile
+ * be a newer IA's: that one's entry stays.
+ */
+void kdat_table_del_stats(struct kdat_table *t, struct kdat_ia_stats *stats)
+{
+	xa_cmpxchg(&t->ia_stats, KDAT_HANDLE_SLOT(stats->handle), stats, NULL, GFP_KERNEL);
+}
+
+/* Copies the counters of the IA with this handle; room: values' length. */
+kdat_ret_t kdat_table_ia_counters(struct kdat_table *t, u32 handle, u64 *values, u32 room)
+{
+	kdat_ret_t ret = KDAT_ERR(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_IA);
+	struct kdat_ia_stats *stats;
+	unsigned int i;
+
+	xa_lock(&t->ia_stats);
+	stats = xa_load(&t->ia_stats, KDAT_HANDLE_SLOT(handle));
+	if (stats && handle && stats->handle == handle) {
+		for (i = 0; i < min_t(u32, room, KDAT_IA_NR_COUNTERS); i++)
+			values[i] = atomic64_read(&stats->v[i]);
+		ret = KDAT_DAT_SUCCESS;
+	}
+	xa_unlock(&t->ia_stats);
+	return ret;
 }

@@ -125,6 +125,11 @@ kdat_ret_t __kdat_ia_open(struct net *net, const char *name, struct kdat_ia **ia
 #define kdat_ia_open(name, ia)		__kdat_ia_open(&init_net, name, ia, KBUILD_MODNAME)
 kdat_ret_t kdat_ia_close(struct kdat_ia *ia, u32 flags);
 kdat_ret_t kdat_ia_query(struct kdat_ia *ia, struct kdat_ia_info *info);
+/*
+ * The IA's connection counters, KDAT_IA_COUNTERS order (<kdat/uapi/kdat_counters.h>),
+ * into values[0..count); values past KDAT_IA_NR_COUNTERS are set to 0.  Any context.
+ */
+void kdat_ia_counters(struct kdat_ia *ia, u64 *values, u32 count);
 
 kdat_ret_t kdat_evd_create(struct kdat_ia *ia, u32 qlen, u32 flags,
 			   kdat_upcall_t upcall, void *context,

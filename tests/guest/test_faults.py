@@ -9,14 +9,12 @@ import pytest
 
 from kdat_harness import guest
 from kdat_harness.agent import Agent
-from kdat_harness.dat import (DAT, TABLE, Kdat, client, connect_pair,  # noqa: F401
-                              expect_dat_error, host_addr, kdat_files, next_port, server, side,
-                              wait_cr)
+from kdat_harness.dat import (BLACK_HOLE, DAT, SILENT_HOST, TABLE, Kdat, black_hole,  # noqa: F401
+                              client, connect_pair, expect_dat_error, host_addr, kdat_files,
+                              next_port, server, side, wait_cr)
 from kdat_harness.timing import judge_on_time
 
 T = 5_000_000
-SILENT_HOST = "192.0.2.99"   # on kdat0's subnet, no neighbour: address resolution gives up (2 s)
-BLACK_HOLE = "192.0.2.98"    # a permanent neighbour entry nobody answers for: REQs go nowhere
 ECHO_KO = guest.ECHO_KO
 TERMINAL = {"CONNECTION_EVENT_DISCONNECTED", "CONNECTION_EVENT_BROKEN",
             "CONNECTION_EVENT_PEER_REJECTED", "CONNECTION_EVENT_NON_PEER_REJECTED",
@@ -305,15 +303,6 @@ def test_rmmod_is_refused_while_a_mapping_outlives_its_file(kdat_module, rdma, k
 
 
 # ---- a black-holed destination -------------------------------------------------------------------
-
-@pytest.fixture
-def black_hole(rdma):
-    dev = rdma["KDAT_TEST_NETDEV"]
-    guest.run("ip", "neigh", "replace", BLACK_HOLE, "lladdr", "02:00:00:00:00:98", "dev", dev,
-              "nud", "permanent")
-    yield BLACK_HOLE
-    guest.run("ip", "neigh", "del", BLACK_HOLE, "dev", dev, check=False)
-
 
 @pytest.mark.parametrize("timeout_s", [1.0, 3.0, 8.0])
 def test_connect_to_a_black_hole_times_out_never_early_and_on_time(client, black_hole, timeout_s):

@@ -185,3 +185,30 @@ def test_graceful_disconnect_waits_in_disconnect_pending(echo, rdma):
     wait_param("gt_flushed_sends", "1")
     wait_param("disconnected", "2")   # the server EP sees the connection go too
     assert param("dto_errors") == "0"
+
+
+def test_the_kernel_consumers_ia_counters_count_what_it_did(echo, rdma):
+    """kdat_echo's IA, read through its table's id (root: CAP_SYS_ADMIN), counts the request it
+    got, its accept and the connection; and its disconnect once the peer went."""
+    port = next_port()
+    echo(listen_port=port)
+    names = guest.UAPI.counters
+    with Kdat() as k:
+        tables = [t for t in k.table_list()[1]
+                  if t.flags & guest.UAPI.consts["KDAT_TABLE_KERNEL"] and t.comm == "kdat_echo"]
+        assert len(tables) == 1, tables
+        tid = tables[0].id
+        k.table_attach(tid)
+        with k.view() as v:
+            ias = [r.handle for _, r in v.live_records()
+                   if r.type == guest.UAPI.consts["KDAT_REC_IA"]]
+        assert len(ias) == 1
+        assert k.ia_counters(ias[0], table=tid) == dict.fromkeys(names, 0)
+        evd, ep = _connected_to_echo(k, rdma, port)
+        wait_param("established", "1")
+        want = dict.fromkeys(names, 0) | {"requests": 1, "accepts": 1, "established": 1}
+        assert k.ia_counters(ias[0], table=tid) == want
+        k.ep_disconnect(ep)
+        k.expect_event(evd, "CONNECTION_EVENT_DISCONNECTED")
+        wait_param("disconnected", "1")
+        assert k.ia_counters(ias[0], table=tid) == want | {"disconnected": 1}

@@ -340,6 +340,30 @@ def test_unprivileged_caller_may_not_attach_root_tables(kd, rdma):
     assert 0 not in out["listed_uids"], "root's tables are listed to nobody"
 
 
+def test_unprivileged_caller_may_not_read_root_or_kernel_ia_counters(kd, rdma, echo):
+    """KDAT_IOC_IA_COUNTERS of another table follows TABLE_ATTACH's rule: the owner's uid or
+    CAP_SYS_ADMIN.  The refusal comes before the handle is looked at."""
+    ia = kd.ia_open(host_addr())
+    root_id = table_id(kd)
+    kernel_ids = [t.id for t in listed(kd).values() if t.flags & C["KDAT_TABLE_KERNEL"]]
+    assert kernel_ids
+
+    def before():
+        return {"k": Kdat()}
+
+    def as_nobody(state):
+        k = state["k"]
+        return {"root": k.status("ia_counters", table=root_id, ia=ia),
+                "kernel": [k.status("ia_counters", table=i, ia=1) for i in kernel_ids]}
+
+    out = in_child_as_nobody(as_nobody, before)
+    assert is_type(out["root"], "DAT_PRIVILEGES_VIOLATION"), status_name(out["root"])
+    for st in out["kernel"]:
+        assert is_type(st, "DAT_PRIVILEGES_VIOLATION"), status_name(st)
+    with Kdat() as other:     # root, another file: allowed
+        assert set(other.ia_counters(ia, table=root_id).values()) == {0}
+
+
 def test_unprivileged_owner_sees_its_own_tables_only(kd, rdma, echo):
     root_id = table_id(kd)
     kernel_ids = [t.id for t in listed(kd).values() if t.flags & C["KDAT_TABLE_KERNEL"]]

@@ -34,7 +34,7 @@ def test_install_puts_the_module_rule_libraries_tools_and_kernel_headers_in_plac
     src = installed / "usr" / "src" / f"kdat-{version}"
     for h in ("include/kdat/kdat.h", "include/kdat/ep_table.h", "include/kdat/version.h",
               "include/kdat/uapi/kdat.h", "include/kdat/uapi/kdat_dat.h",
-              "include/kdat/uapi/kdat_commands.h",
+              "include/kdat/uapi/kdat_commands.h", "include/kdat/uapi/kdat_counters.h",
               f"{kver}/Module.symvers"):
         assert (src / h).is_file(), h
     symvers = (src / kver / "Module.symvers").read_text()

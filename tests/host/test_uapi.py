@@ -101,3 +101,25 @@ def test_every_field_named_reserved_is_in_the_command_list():
             assert "reserved" in c.zeros, short
     assert {s for s, c in U.commands.items() if "attr.reserved" in c.zeros} == \
         {"ep_create", "ep_modify", "uqp_create"}
+
+
+# ---- the IA counters (include/kdat/uapi/kdat_counters.h) -------------------------------------------
+
+def test_the_counter_list_is_what_the_compiler_enumerates():
+    """The harness's names are the X-macro's, at the C enum's indexes, and all fit value[]."""
+    src_lines = ["#include <stdio.h>", "#include <kdat/uapi/kdat.h>", "int main(void) {",
+                 '#define P(NAME, name) printf("%s %d\\n", #name, KDAT_IA_COUNTER_##NAME);',
+                 "KDAT_IA_COUNTERS(P)",
+                 'printf("NR %d\\n", KDAT_IA_NR_COUNTERS);', "return 0; }"]
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "cnt.c")
+        open(src, "w").write("\n".join(src_lines))
+        subprocess.run(["cc", "-I", INCLUDE, "-o", os.path.join(d, "cnt"), src], check=True)
+        out = subprocess.run([os.path.join(d, "cnt")], capture_output=True, text=True,
+                             check=True).stdout.split("\n")
+    pairs = [line.split() for line in out if line]
+    assert pairs[-1] == ["NR", str(len(U.counters))]
+    assert [name for name, _ in pairs[:-1]] == U.counters
+    assert [int(i) for _, i in pairs[:-1]] == list(range(len(U.counters)))
+    assert len(U.counters) <= U.consts["KDAT_IA_COUNTERS_ROOM"]
+    assert dict(U.structs["kdat_ia_counters"]._fields_)["value"]._length_ == U.consts["KDAT_IA_COUNTERS_ROOM"]

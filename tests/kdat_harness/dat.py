@@ -321,6 +321,14 @@ class Kdat:
     def ia_query(self, ia):
         return to_py(self.do("ia_query", ia=ia))
 
+    def ia_counters(self, ia, table=0):
+        """{name: value} of an IA's counters (this file's, or of table `table`), in list order;
+        raises DatError (INVALID_HANDLE, PRIVILEGES_VIOLATION, INVALID_PARAMETER)."""
+        r = self.do("ia_counters", table=table, ia=ia)
+        names = U.counters
+        assert r.count == len(names), (r.count, names)
+        return {name: r.value[i] for i, name in enumerate(names)}
+
     # -- EVD --
     def evd_create(self, ia, qlen=16, flags=None, ring=False):
         """An EVD; ring=True creates it in ring mode (KDAT_EVD_RING_MODE): evd_ring() maps its
@@ -585,6 +593,10 @@ def expect_dat_error(type_name, fn, *args, subtype=None, **kwargs):
 
 # ---- pytest fixtures (import them into a test module to use them) ---------------------------
 
+# Destinations on the test netdev's subnet (192.0.2.0/24) that nobody answers for:
+SILENT_HOST = "192.0.2.99"   # no neighbour: address resolution gives up after 2 s (UNREACHABLE)
+BLACK_HOLE = "192.0.2.98"    # with the black_hole fixture's neighbour entry, REQs go nowhere
+
 try:
     import pytest
 except ImportError:  # pragma: no cover - the harness without pytest
@@ -620,3 +632,12 @@ if pytest is not None:
     def client(kdat_files, rdma):
         """A Side on its own file."""
         return side(kdat_files())
+
+    @pytest.fixture
+    def black_hole(rdma):
+        """BLACK_HOLE made a permanent neighbour of the test netdev for the test."""
+        dev = rdma["KDAT_TEST_NETDEV"]
+        guest.run("ip", "neigh", "replace", BLACK_HOLE, "lladdr", "02:00:00:00:00:98", "dev", dev,
+                  "nud", "permanent")
+        yield BLACK_HOLE
+        guest.run("ip", "neigh", "del", BLACK_HOLE, "dev", dev, check=False)

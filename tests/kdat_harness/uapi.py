@@ -23,6 +23,7 @@ from . import INCLUDE
 
 UAPI_H = os.path.join(INCLUDE, "kdat", "uapi", "kdat.h")
 COMMANDS_H = os.path.join(INCLUDE, "kdat", "uapi", "kdat_commands.h")
+COUNTERS_H = os.path.join(INCLUDE, "kdat", "uapi", "kdat_counters.h")
 
 
 class Handle:
@@ -69,6 +70,9 @@ class Uapi:
         self.consts = {}
         self.structs = {}
         self.ioctls = {}
+        counters = _strip_comments(open(COUNTERS_H).read())
+        self._parse_defines(counters)
+        self.counters = self._parse_counters(counters)
         for h in extra_headers:
             self._parse_defines(_strip_comments(open(h).read()))
         text = _strip_comments(open(path).read())
@@ -84,6 +88,15 @@ class Uapi:
             size = ctypes.sizeof(self.structs[sname]) if sname else 0
             self.ioctls[name] = ((_IOC_DIR[macro] << 30) | (size << 16) |
                                  (self.value(typ) << 8) | self.value(nr))
+
+    @staticmethod
+    def _parse_counters(text):
+        """KDAT_IA_COUNTERS(X): the counters' short names (connects, ...), in value[] order."""
+        body = re.sub(r"\\\n", " ", text)
+        m = re.search(r"#define\s+KDAT_IA_COUNTERS\(\s*X\s*\)(.*)", body)
+        if not m:
+            raise ValueError("kdat_counters.h: no KDAT_IA_COUNTERS(X) list")
+        return [short for _, short in re.findall(r"\bX\(\s*(\w+)\s*,\s*(\w+)\s*\)", m.group(1))]
 
     def _parse_commands(self, text):
         body = re.sub(r"\\\n", " ", text)

@@ -63,6 +63,10 @@ void ioctl_checked(int fd, unsigned long cmd, Struct &arg, const char *what) {
   if (!status.ok()) throw Error(status, what);
 }
 
+// KDAT_IOC_IA_COUNTERS on an open /dev/kdat file (kdat::ia_counters, Ia::counters).
+[[nodiscard]] std::vector<IaCounter> read_ia_counters(int fd, std::uint64_t table,
+                                                      std::uint32_t ia);
+
 // A freed or moved-from object: the error the kernel gives for handle 0.
 [[noreturn]] void throw_null_handle(std::uint32_t subtype, const char *what);
 

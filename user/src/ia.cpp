@@ -43,6 +43,11 @@ Ia::~Ia() {
   (void)::ioctl(state_->file.get(), KDAT_IOC_IA_CLOSE, &arg);
 }
 
+std::vector<IaCounter> Ia::counters() const {
+  if (handle_ == 0) detail::throw_null_handle(KDAT_DAT_INVALID_HANDLE_IA, "ia_counters");
+  return detail::read_ia_counters(state_->file.get(), 0, handle_);
+}
+
 IaAttributes Ia::query() const {
   if (handle_ == 0) detail::throw_null_handle(KDAT_DAT_INVALID_HANDLE_IA, "ia_query");
   kdat_ia_query arg{};

@@ -159,6 +159,30 @@ std::vector<TableInfo> list_tables(const Device &device) {
   return out;
 }
 
+const std::vector<std::string_view> &ia_counter_names() {
+#define KDAT_COUNTER_NAME(NAME, name) #name,
+  static const std::vector<std::string_view> names{KDAT_IA_COUNTERS(KDAT_COUNTER_NAME)};
+#undef KDAT_COUNTER_NAME
+  return names;
+}
+
+std::vector<IaCounter> detail::read_ia_counters(int fd, std::uint64_t table, std::uint32_t ia) {
+  kdat_ia_counters arg{};
+  arg.table = table;
+  arg.ia = ia;
+  detail::ioctl_checked(fd, KDAT_IOC_IA_COUNTERS, arg, "ia_counters");
+  const auto &names = ia_counter_names();
+  const std::size_t known = std::min<std::size_t>(names.size(), arg.count);
+  std::vector<IaCounter> out;
+  out.reserve(known);
+  for (std::size_t i = 0; i < known; ++i) out.push_back(IaCounter{names[i], arg.value[i]});
+  return out;
+}
+
+std::vector<IaCounter> ia_counters(const Device &device, std::uint64_t table, std::uint32_t ia) {
+  return detail::read_ia_counters(device.fd(), table, ia);
+}
+
 ObjectTable::ObjectTable(std::shared_ptr<detail::DeviceState> state, MappedRegion region)
     : state_(std::move(state)), region_(std::move(region)), view_(region_.data(), region_.size()) {}
 

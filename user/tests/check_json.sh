@@ -5,6 +5,7 @@ set -eu
 fixture=$1
 "$fixture" list | python3 -m json.tool >/dev/null
 "$fixture" empty | python3 -m json.tool >/dev/null
+"$fixture" counters | python3 -m json.tool >/dev/null
 "$fixture" watch | while IFS= read -r line; do
 	printf '%s\n' "$line" | python3 -m json.tool >/dev/null
 done

@@ -26,6 +26,11 @@ int main(int argc, char **argv) {
   const std::string mode = argc > 1 ? argv[1] : "list";
   if (mode == "list") {
     kdatctl::render_json(std::cout, {snap, snap}, 123);
+  } else if (mode == "counters") {
+    const kdatctl::IaCountersRow row{snap.header,
+                                     kdat::testing::ia_record(0x10003),
+                                     {{"connects", 3}, {"rejected_no_listener", 1}}};
+    kdatctl::render_counters_json(std::cout, {row, row});
   } else if (mode == "empty") {
     kdatctl::render_json(std::cout, {}, 0);
   } else {

@@ -48,6 +48,31 @@ TEST(Render, TextListsObjectsInTypeOrder) {
   EXPECT_NE(text.find("20001"), std::string::npos);
 }
 
+TEST(Render, CountersAreOneLinePerIaWithNameValuePairs) {
+  FakeTable t(8);
+  t.header()->id = 7;
+  t.header()->pid = 42;
+  std::copy_n("app", 4, t.header()->comm);
+  auto ia = ia_record(0x10002);
+  ia.local_addr.family = KDAT_AF_INET;
+  ia.local_addr.addr[0] = 10;
+  const kdatctl::IaCountersRow row{
+      snapshot_of(t).header, ia, {{"connects", 3}, {"timed_out", 0}, {"broken", 12}}};
+  std::ostringstream text;
+  kdatctl::render_counters_text(text, {row});
+  EXPECT_EQ(text.str(),
+            "table 7 pid 42 comm app ia 0x00010002 local 10.0.0.0:0 connects 3 timed_out 0 "
+            "broken 12\n");
+  std::ostringstream json;
+  kdatctl::render_counters_json(json, {row});
+  EXPECT_EQ(json.str(),
+            "[{\"table\":7,\"pid\":42,\"comm\":\"app\",\"ia\":65538,\"ia_hex\":\"0x00010002\","
+            "\"local\":\"10.0.0.0:0\",\"connects\":3,\"timed_out\":0,\"broken\":12}]\n");
+  std::ostringstream none;
+  kdatctl::render_counters_json(none, {});
+  EXPECT_EQ(none.str(), "[]\n");
+}
+
 TEST(Render, DiffReportsNewChangedAndFreedByHandleAndSeq) {
   FakeTable t(8);
   t.write(1, ep_record(0x10001, KDAT_EP_UNCONNECTED, 0));

@@ -38,11 +38,13 @@ commands:
                                one line per object that appears, changes state or goes away
   show [--json] TABLE HANDLE   one object, every field of its record (HANDLE as list shows
                                it, 0x... or decimal)
+  counters [--json] [FILTER]   each IA's connection counters (connects, requests, accepts,
+                               rejects, rejects by reason, timeouts, disconnects, ...)
   devices [--json]             every RDMA device port, its state and link layer, and the netdev
                                and addresses that name it as an IA (kdat_ia_open, dat.conf)
   help, --help                 this text
 
-FILTER (list and watch; all given must match):
+FILTER (list, watch and counters; all given must match):
   --table ID  --pid PID  --comm NAME     tables: by id, by the opener's pid or name
   --type TYPE                            objects of one type: IA, EVD, EP, PSP, RSP, CR
   --state STATE                          objects in one state, as list shows it (CONNECTED,
@@ -81,6 +83,12 @@ Objects present at the start are reported as "new".  Text lines:
 watch --json prints one JSON object a line: {"time_ns", "table", "pid", "comm", "change":
 "new"|"change"|"freed"|"table_closed", "handle", "type", "from", "to", "transitions",
 "unseen", "events", "last_event"}.
+
+counters: one line per IA the FILTER selects (--type and --state apply to the IA record):
+  table ID pid PID comm COMM ia HANDLE local ADDR NAME VALUE NAME VALUE ...
+with the names of <kdat/uapi/kdat_counters.h> (kdat(7) says what each counts); --json prints
+an array of {"table", "pid", "comm", "ia", "ia_hex", "local", NAME: VALUE, ...}.  Counters
+count from the IA's open and go with it.
 
 devices: sysfs (/sys/class/infiniband) and the netdevs' addresses; works without the module.
 --json prints {"ports": [{"device", "port", "state", "link_layer", "netdev", "addresses"}]}.
@@ -254,6 +262,37 @@ int cmd_show(const Options &opt) {
   return 1;
 }
 
+int cmd_counters(const Options &opt) {
+  const kdat::Device dev = open_observer(opt.device);
+  std::vector<kdat::TableSnapshot> snapshots;
+  for (const auto &info : kdat::list_tables(dev)) {
+    if (!wanted(opt, info)) continue;
+    auto attached = attach(opt, info);
+    if (attached) snapshots.push_back(snapshot(*attached));
+  }
+  std::vector<kdatctl::IaCountersRow> rows;
+  for (const auto &snap : kdatctl::filtered(std::move(snapshots), opt.filter)) {
+    for (const auto &r : snap.records) {
+      if (r.type != KDAT_REC_IA || !opt.filter.record_matches(r)) continue;
+      try {
+        rows.push_back({snap.header, r, kdat::ia_counters(dev, snap.header.id, r.handle)});
+      } catch (const kdat::Error &e) {
+        // closed between the snapshot and now: nothing to count any more
+        std::fprintf(stderr, "kdatctl: table %llu ia %s: %s\n",
+                     static_cast<unsigned long long>(snap.header.id),
+                     kdatctl::handle_text(r.handle).c_str(), e.what());
+      }
+    }
+  }
+  if (opt.json) {
+    kdatctl::render_counters_json(std::cout, rows);
+  } else {
+    kdatctl::render_counters_text(std::cout, rows);
+  }
+  std::cout.flush();
+  return 0;
+}
+
 bool change_wanted(const Options &opt, const kdatctl::Change &c) {
   return opt.filter.record_matches(c.after) || opt.filter.record_matches(c.before);
 }
@@ -400,6 +439,10 @@ int main(int argc, char **argv) {
       return cmd_list(opt);
     }
     if (opt.command == "watch") return cmd_watch(opt);
+    if (opt.command == "counters") {
+      if (list_opts || watch_opts) return usage_error("counters takes --json and filters");
+      return cmd_counters(opt);
+    }
     if (opt.command == "devices") {
       if (list_opts || watch_opts || filter_opts) return usage_error("devices takes only --json");
       const auto ports = kdatctl::list_ports("/sys/class/infiniband", kdatctl::host_addresses);

@@ -331,4 +331,28 @@ void render_change_json(std::ostream &out, const Change &c, std::uint64_t now_ns
       << ",\"last_event\":" << json_string(kdat::event_name(r.last_event)) << "}\n";
 }
 
+void render_counters_text(std::ostream &out, const std::vector<IaCountersRow> &rows) {
+  for (const auto &row : rows) {
+    out << "table " << row.table.id << " pid " << row.table.pid << " comm "
+        << (row.table.comm.empty() ? "-" : row.table.comm) << " ia " << handle_text(row.ia.handle)
+        << " local " << (has_local(row.ia) ? address_text(row.ia.local_addr) : "-");
+    for (const auto &c : row.counters) out << ' ' << c.name << ' ' << c.value;
+    out << '\n';
+  }
+}
+
+void render_counters_json(std::ostream &out, const std::vector<IaCountersRow> &rows) {
+  out << '[';
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto &row = rows[i];
+    out << (i ? "," : "") << "{\"table\":" << row.table.id << ",\"pid\":" << row.table.pid
+        << ",\"comm\":" << json_string(row.table.comm) << ",\"ia\":" << row.ia.handle
+        << ",\"ia_hex\":" << json_string(handle_text(row.ia.handle)) << ",\"local\":"
+        << (has_local(row.ia) ? json_string(address_text(row.ia.local_addr)) : "null");
+    for (const auto &c : row.counters) out << ",\"" << c.name << "\":" << c.value;
+    out << '}';
+  }
+  out << "]\n";
+}
+
 }  // namespace kdatctl

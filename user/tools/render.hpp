@@ -70,4 +70,17 @@ void render_change_json(std::ostream &out, const Change &change, std::uint64_t n
 
 [[nodiscard]] std::string handle_text(std::uint32_t handle);
 
+// One IA's connection counters: "counters".
+struct IaCountersRow {
+  kdat::TableHeader table;  // id, pid, comm as list shows them
+  kdat::Record ia{};
+  std::vector<kdat::IaCounter> counters;
+};
+
+// Text: a line per IA, "table ID pid PID comm COMM ia HANDLE local ADDR" and then "NAME VALUE"
+// pairs, as 'rdma statistic show' prints a port's.  JSON: an array with an object per IA (table,
+// pid, comm, ia, ia_hex, local and one key per counter), as 'rdma -j statistic show' does.
+void render_counters_text(std::ostream &out, const std::vector<IaCountersRow> &rows);
+void render_counters_json(std::ostream &out, const std::vector<IaCountersRow> &rows);
+
 }  // namespace kdatctl

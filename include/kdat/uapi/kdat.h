@@ -43,9 +43,10 @@
 
 #include <linux/ioctl.h>
 #include <linux/types.h>
+#include "kdat_counters.h"
 
 #define KDAT_DEVICE_NAME	"kdat"
-#define KDAT_ABI_VERSION	5
+#define KDAT_ABI_VERSION	6	/* 6: KDAT_IOC_IA_COUNTERS */
 #define KDAT_IOC_MAGIC		0xDA
 
 #define KDAT_TIMEOUT_INFINITE	0xffffffffu
@@ -121,6 +122,26 @@ struct kdat_ia_query {
 	__u32 max_dtos;				/* out: per work queue */
 	__u32 max_iov;
 	__u32 supported_qos;			/* out: DAT_QOS_* bits honoured; 0 = best effort only */
+};
+
+/*
+ * An IA's connection counters (the list and what each counts: kdat_counters.h).
+ * table 0: an IA of this file.  Otherwise an IA of the table with that id
+ * (KDAT_IOC_TABLE_LIST), under KDAT_IOC_TABLE_ATTACH's rule: the table
+ * owner's effective uid, or CAP_SYS_ADMIN (kernel tables: only that), else
+ * DAT_PRIVILEGES_VIOLATION; an unknown id: DAT_INVALID_PARAMETER.  An ia that
+ * names no IA there: DAT_INVALID_HANDLE.  The values are read without
+ * stopping the counting: each is exact, and they are one moment's only while
+ * the IA is idle.  count says how many this kernel keeps; value[] past it
+ * reads 0.
+ */
+struct kdat_ia_counters {
+	__u32 size;
+	__u32 status;
+	__u64 table;				/* in: a table id, 0 = this file */
+	__u32 ia;				/* in: the IA's handle in that table */
+	__u32 count;				/* out: KDAT_IA_NR_COUNTERS */
+	__u64 value[KDAT_IA_COUNTERS_ROOM];	/* out: in KDAT_IA_COUNTERS order */
 };
 
 /* ---- Event dispatcher -------------------------------------------------------- */
@@ -786,6 +807,7 @@ struct kdat_uqp_establish {
 #define KDAT_IOC_IA_OPEN	_IOWR(KDAT_IOC_MAGIC, 0x01, struct kdat_ia_open)
 #define KDAT_IOC_IA_CLOSE	_IOWR(KDAT_IOC_MAGIC, 0x02, struct kdat_ia_close)
 #define KDAT_IOC_IA_QUERY	_IOWR(KDAT_IOC_MAGIC, 0x03, struct kdat_ia_query)
+#define KDAT_IOC_IA_COUNTERS	_IOWR(KDAT_IOC_MAGIC, 0x04, struct kdat_ia_counters)
 #define KDAT_IOC_EVD_CREATE	_IOWR(KDAT_IOC_MAGIC, 0x10, struct kdat_evd_create)
 #define KDAT_IOC_EVD_FREE	_IOWR(KDAT_IOC_MAGIC, 0x11, struct kdat_evd_free)
 #define KDAT_IOC_EVD_WAIT	_IOWR(KDAT_IOC_MAGIC, 0x12, struct kdat_evd_wait)

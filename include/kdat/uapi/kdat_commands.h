@@ -28,6 +28,7 @@
 	CMD(IA_QUERY, ia_query, supported_qos)					\
 	ZERO(ia_query, reserved)						\
 	HANDLE(ia_query, ia, IA, REQUIRED, INVALID_HANDLE_IA)			\
+	CMD(IA_COUNTERS, ia_counters, value)					\
 	CMD(EVD_CREATE, evd_create, evd)					\
 	HANDLE(evd_create, ia, IA, REQUIRED, INVALID_HANDLE_IA)			\
 	CMD(EVD_FREE, evd_free, reserved)					\

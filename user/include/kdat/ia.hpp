@@ -3,10 +3,12 @@
 
 #include <cstdint>
 #include <kdat/device.hpp>
+#include <kdat/table.hpp>
 #include <kdat/types.hpp>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kdat {
 
@@ -49,6 +51,8 @@ class Ia {
 
   [[nodiscard]] std::uint32_t handle() const { return handle_; }
   [[nodiscard]] IaAttributes query() const;
+  // Its connection counters (kdat::ia_counters of this IA).
+  [[nodiscard]] std::vector<IaCounter> counters() const;
   // Graceful fails with DAT_INVALID_STATE while EPs, EVDs, ... exist (the IA stays open then).
   void close(CloseMode mode = CloseMode::graceful);
 

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kdat {
@@ -161,6 +162,23 @@ struct TableInfo {
 // The tables this process may look at (its own files', other processes' of the same uid, and
 // with CAP_SYS_ADMIN everybody's and the kernel consumers').
 [[nodiscard]] std::vector<TableInfo> list_tables(const Device &device);
+
+// One of an IA's connection counters (KDAT_IOC_IA_COUNTERS): its name in
+// <kdat/uapi/kdat_counters.h>'s list (connects, rejected_no_listener, ...) and its value.
+struct IaCounter {
+  std::string_view name;
+  std::uint64_t value = 0;
+};
+
+// The names of KDAT_IA_COUNTERS, in order.
+[[nodiscard]] const std::vector<std::string_view> &ia_counter_names();
+
+// The connection counters of IA `ia`: of `device`'s own file with table 0, else of the table with
+// that id (TABLE_ATTACH's rule: the owner's uid, or CAP_SYS_ADMIN).  The counters both this
+// library and the running module know, in list order.  Errors: DAT_INVALID_HANDLE (no such IA),
+// DAT_PRIVILEGES_VIOLATION, DAT_INVALID_PARAMETER (no such table).
+[[nodiscard]] std::vector<IaCounter> ia_counters(const Device &device, std::uint64_t table,
+                                                 std::uint32_t ia);
 
 // An owned, read-only mapping of a table: the device's own (KDAT_MMAP_TABLE) or the one an
 // attach selected (KDAT_MMAP_VIEW).  It stays readable after the owner closes (the header then
