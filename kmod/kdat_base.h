@@ -165,6 +165,7 @@ struct kdat_ia {
 	atomic_t eps_finishing;
 	wait_queue_head_t finish_wq;
 	bool own_ctx;			/* a kernel consumer's private ctx */
+	bool pdata_raw;			/* KDAT_IA_PDATA_RAW: no kdat header on the wire */
 };
 
 struct kdat_evd {
@@ -221,12 +222,18 @@ static inline kdat_ret_t kdat_err(u32 type, u32 subtype)
  * Private data.  The IB CM (InfiniBand, RoCE) carries fixed-size private data
  * fields and no length, so kdat puts a 4-byte header in front of the
  * consumer's bytes to deliver exactly what was sent: what a consumer may send
- * is the field minus rdma_cm's header (REQ only) minus kdat's.
+ * is the field minus rdma_cm's header (REQ only) minus kdat's.  An IA opened
+ * with KDAT_IA_PDATA_RAW sends and delivers the fields as they are, as a
+ * plain rdma_cm peer (NVMe-oF, iSER) does: the whole field is the consumer's
+ * to send, and what arrives is the whole field.
  */
 #define KDAT_PDATA_MAGIC	0xda
 #define KDAT_PDATA_VERSION	1
-#define KDAT_IB_ACCEPT_PDATA	(IB_CM_REP_PRIVATE_DATA_SIZE - KDAT_PDATA_HDR)
-#define KDAT_IB_REJECT_PDATA	(IB_CM_REJ_PRIVATE_DATA_SIZE - KDAT_PDATA_HDR)
+#define KDAT_IB_REQ_FIELD	(IB_CM_REQ_PRIVATE_DATA_SIZE - 36)	/* after rdma_cm's header */
+#define KDAT_IB_REP_FIELD	IB_CM_REP_PRIVATE_DATA_SIZE
+#define KDAT_IB_REJ_FIELD	IB_CM_REJ_PRIVATE_DATA_SIZE
+#define KDAT_IB_ACCEPT_PDATA	(KDAT_IB_REP_FIELD - KDAT_PDATA_HDR)
+#define KDAT_IB_REJECT_PDATA	(KDAT_IB_REJ_FIELD - KDAT_PDATA_HDR)
 #define KDAT_PDATA_WIRE_MAX	(KDAT_PRIVATE_DATA_MAX + KDAT_PDATA_HDR)
 
 /* header byte 3: a reject by kdat itself (backlog full, listener gone), not by the consumer */
@@ -282,9 +289,11 @@ void kdat_event_get_refs(struct kdat_event_info *info);
 int kdat_cm_upcall(struct rdma_cm_id *id, struct rdma_cm_event *ev);
 
 /* kdat_pdata.c: kdat's private data header */
-u8 kdat_pdata_wrap(u8 *buf, const void *pdata, u32 len);
-u32 kdat_pdata_unwrap(const u8 *raw, u32 raw_len, const u8 **data);
-bool kdat_pdata_provider_reject(const u8 *raw, u32 raw_len);
+u8 kdat_pdata_wrap(const struct kdat_ia *ia, u8 *buf, const void *pdata, u32 len);
+u32 kdat_pdata_unwrap(const struct kdat_ia *ia, const u8 *raw, u32 raw_len, const u8 **data);
+bool kdat_pdata_provider_reject(const struct kdat_ia *ia, const u8 *raw, u32 raw_len,
+				int status);
+u32 kdat_pdata_max(const struct kdat_ia *ia, u32 field);
 
 /* kdat_cm.c */
 void kdat_destroy_id_later(const struct kdat_cm_ops *cm, struct rdma_cm_id *id,

@@ -26,12 +26,6 @@ struct kdat_uqp {
 	u32 rep_pdata_len;
 };
 
-/*
- * The most connect private data there is (the REQ's field less rdma_cm's
- * header and kdat's, see kdat_pdata.c): what an EP keeps from connect until
- * its REQ goes out.
- */
-#define KDAT_IB_CONNECT_PDATA	(IB_CM_REQ_PRIVATE_DATA_SIZE - 36 - KDAT_PDATA_HDR)
 
 struct kdat_ep {
 	struct kdat_obj obj;
@@ -55,7 +49,7 @@ struct kdat_ep {
 	union kdat_sockaddr local_addr;
 	u64 conn_qual;
 	u32 connect_flags;
-	u8 private_data[KDAT_IB_CONNECT_PDATA];
+	u8 private_data[KDAT_IB_REQ_FIELD];	/* kept for the REQ: up to a raw IA's most */
 	u8 private_data_size;
 	struct kdat_ep_timer *timer;	/* the pending connect timeout, or NULL */
 	/* data transfer (kdat_dto.c): per-request contexts, preallocated */
@@ -185,7 +179,7 @@ int kdat_ib_client_register(void);
 void kdat_ib_client_unregister(void);
 
 void kdat_ctx_destroy(struct kdat_ctx *ctx);
-kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name,
+kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, u32 flags,
 			   struct kdat_ia **ia, u32 *handle);
 kdat_ret_t kdat_sp_create_in(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd *evd,
 			     u32 flags, struct kdat_ep *ep, struct kdat_sp **out, u32 *handle);

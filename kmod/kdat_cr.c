@@ -160,7 +160,7 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 	kdat_ret_t ret;
 	int err;
 
-	ret = kdat_check_private_data(pdata, pdata_size, KDAT_IB_ACCEPT_PDATA);
+	ret = kdat_check_private_data(pdata, pdata_size, kdat_pdata_max(cr->ia, KDAT_IB_REP_FIELD));
 	if (ret)
 		return ret;
 	if (ep && ep->obj.ctx != ctx)
@@ -217,7 +217,7 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 		err = kdat_qp_modify_cm(ep, id, IB_QPS_RTS);
 	if (!err) {
 		param.private_data = wire;
-		param.private_data_len = kdat_pdata_wrap(wire, pdata, pdata_size);
+		param.private_data_len = kdat_pdata_wrap(cr->ia, wire, pdata, pdata_size);
 		param.responder_resources = ep->ird;
 		param.initiator_depth = ep->ord;
 		param.flow_control = ep->attr.flow_control;
@@ -263,7 +263,7 @@ kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *pdata, s32 pdata_size)
 	struct rdma_cm_id *id, *ep_id = NULL;
 	kdat_ret_t ret;
 
-	ret = kdat_check_private_data(pdata, pdata_size, KDAT_IB_REJECT_PDATA);
+	ret = kdat_check_private_data(pdata, pdata_size, kdat_pdata_max(cr->ia, KDAT_IB_REJ_FIELD));
 	if (ret)
 		return ret;
 	id = kdat_cr_lock_id(cr);
@@ -283,7 +283,7 @@ kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *pdata, s32 pdata_size)
 	if (id && !cr->remote_gone) {
 		u8 wire[KDAT_PDATA_WIRE_MAX];
 
-		cr->ia->cm->reject(id, wire, kdat_pdata_wrap(wire, pdata, pdata_size),
+		cr->ia->cm->reject(id, wire, kdat_pdata_wrap(cr->ia, wire, pdata, pdata_size),
 				   IB_CM_REJ_CONSUMER_DEFINED);
 	}
 	if (cr->ep && !cr->ep->obj.dead) {

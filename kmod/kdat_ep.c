@@ -848,7 +848,7 @@ static kdat_ret_t kdat_connect_args(struct kdat_ep *ep, u32 timeout_us, const vo
 
 	if (timeout_us == 0)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG4);
-	ret = kdat_check_private_data(pdata, pdata_size, KDAT_IB_CONNECT_PDATA);
+	ret = kdat_check_private_data(pdata, pdata_size, kdat_pdata_max(ep->ia, KDAT_IB_REQ_FIELD));
 	if (ret)
 		return ret;
 	return kdat_check_qos(qos);
@@ -1062,7 +1062,7 @@ static void kdat_cm_active_response(struct kdat_ep *ep, struct rdma_cm_id *id,
 	ep->ird = min_t(u32, ep->attr.max_rdma_read_in, c->responder_resources);
 	if (ep->uqp) {
 		/* the process moves its QP, then KDAT_IOC_UQP_ESTABLISH sends the RTU */
-		len = kdat_pdata_unwrap(c->private_data, c->private_data_len, &pdata);
+		len = kdat_pdata_unwrap(ep->ia, c->private_data, c->private_data_len, &pdata);
 		kdat_uqp_rep_arrived(ep, pdata, len);
 		return;
 	}
@@ -1088,7 +1088,7 @@ static void kdat_cm_active_established(struct kdat_ep *ep, struct rdma_cm_event 
 
 	ep->ord = min_t(u32, ep->attr.max_rdma_read_out, c->initiator_depth);
 	ep->ird = min_t(u32, ep->attr.max_rdma_read_in, c->responder_resources);
-	len = kdat_pdata_unwrap(c->private_data, c->private_data_len, &pdata);
+	len = kdat_pdata_unwrap(ep->ia, c->private_data, c->private_data_len, &pdata);
 	kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, pdata, len);
 }
 
@@ -1109,7 +1109,7 @@ static void kdat_cm_active_route(struct kdat_ep *ep, struct rdma_cm_id *id,
 	}
 	memset(param, 0, sizeof(*param));	/* srq, qkey: none */
 	param->private_data = send->wire;
-	param->private_data_len = kdat_pdata_wrap(send->wire, ep->private_data,
+	param->private_data_len = kdat_pdata_wrap(ep->ia, send->wire, ep->private_data,
 						  ep->private_data_size);
 	param->responder_resources = ep->attr.max_rdma_read_in;
 	param->initiator_depth = ep->attr.max_rdma_read_out;
@@ -1151,9 +1151,10 @@ static void kdat_ep_non_peer_rejected(struct kdat_ep *ep, enum kdat_ia_counter r
 }
 
 /* Why a REJ that is not the peer consumer's came (rdma_cm's status of REJECTED). */
-static enum kdat_ia_counter kdat_reject_reason(const u8 *rej, u32 len, int status)
+static enum kdat_ia_counter kdat_reject_reason(const struct kdat_ia *ia, const u8 *rej, u32 len,
+						int status)
 {
-	if (kdat_pdata_provider_reject(rej, len))
+	if (kdat_pdata_provider_reject(ia, rej, len, status))
 		return KDAT_IA_COUNTER_REJECTED_BY_PROVIDER;
 	/* IB/RoCE: the CM's REJ reason; iWARP: the TCP connect's errno */
 	if (status == IB_CM_REJ_INVALID_SERVICE_ID || status == -ECONNREFUSED)
@@ -1230,7 +1231,7 @@ static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 		} else if (err) {
 			kdat_ep_step(ep, KDAT_EP_STIM_BROKEN, NULL, 0);
 		} else {
-			len = kdat_pdata_unwrap(c->private_data, c->private_data_len, &pdata);
+			len = kdat_pdata_unwrap(ep->ia, c->private_data, c->private_data_len, &pdata);
 			kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, pdata, len);
 		}
 		destroy = kdat_cm_attempt_over(ep, id, before);
@@ -1293,11 +1294,12 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 		break;
 	case RDMA_CM_EVENT_REJECTED:
 		rej = ep->ia->cm->consumer_reject_data(id, ev, &len);
-		if (rej && !kdat_pdata_provider_reject(rej, len)) {
-			plen = kdat_pdata_unwrap(rej, len, &pdata);
+		if (rej && !kdat_pdata_provider_reject(ep->ia, rej, len, ev->status)) {
+			plen = kdat_pdata_unwrap(ep->ia, rej, len, &pdata);
 			kdat_ep_step(ep, KDAT_EP_STIM_PEER_REJECTED, pdata, plen);
 		} else {
-			kdat_ep_non_peer_rejected(ep, kdat_reject_reason(rej, len, ev->status));
+			kdat_ep_non_peer_rejected(ep, kdat_reject_reason(ep->ia, rej, len,
+									  ev->status));
 		}
 		break;
 	case RDMA_CM_EVENT_CONNECT_ERROR:

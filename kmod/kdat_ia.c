@@ -84,8 +84,8 @@ static int kdat_noop_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
  * ioctls take only the handle and pass out == NULL: they never hold the
  * pointer.
  */
-kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, struct kdat_ia **out,
-			   u32 *handle)
+kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, u32 flags,
+			   struct kdat_ia **out, u32 *handle)
 {
 	struct kdat_device *kdev;
 	struct rdma_cm_id *probe;
@@ -93,9 +93,12 @@ kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, struct kdat_i
 	kdat_ret_t ret;
 	int err;
 
+	if (flags & ~KDAT_IA_OPEN_FLAGS)
+		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
 	ia = kzalloc(sizeof(*ia), GFP_KERNEL);
 	if (!ia)
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	ia->pdata_raw = flags & KDAT_IA_PDATA_RAW;
 	INIT_LIST_HEAD(&ia->evds);
 	INIT_LIST_HEAD(&ia->eps);
 	INIT_LIST_HEAD(&ia->sps);
@@ -205,9 +208,9 @@ kdat_ret_t kdat_ia_query(struct kdat_ia *ia, struct kdat_ia_info *info)
 	strscpy(info->device_name, dev_name(&ia->ibdev->dev), KDAT_NAME_MAX);
 	strscpy(info->netdev_name, ia->netdev_name, KDAT_NAME_MAX);
 	info->local_addr = ia->addr;
-	info->max_connect_private_data = KDAT_IB_CONNECT_PDATA;
-	info->max_accept_private_data = KDAT_IB_ACCEPT_PDATA;
-	info->max_reject_private_data = KDAT_IB_REJECT_PDATA;
+	info->max_connect_private_data = kdat_pdata_max(ia, KDAT_IB_REQ_FIELD);
+	info->max_accept_private_data = kdat_pdata_max(ia, KDAT_IB_REP_FIELD);
+	info->max_reject_private_data = kdat_pdata_max(ia, KDAT_IB_REJ_FIELD);
 	info->max_rdma_read_in = min_t(u32, ia->ibdev->attrs.max_qp_rd_atom, U8_MAX);
 	info->max_rdma_read_out = min_t(u32, ia->ibdev->attrs.max_qp_init_rd_atom, U8_MAX);
 	info->max_eps = KDAT_MAX_EPS;
@@ -427,7 +430,7 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 	ia->pd = NULL;
 }
 
-kdat_ret_t __kdat_ia_open(struct net *net, const char *name, struct kdat_ia **ia,
+kdat_ret_t __kdat_ia_open(struct net *net, const char *name, u32 flags, struct kdat_ia **ia,
 			  const char *owner)
 {
 	struct kdat_ctx *ctx;
@@ -439,7 +442,7 @@ kdat_ret_t __kdat_ia_open(struct net *net, const char *name, struct kdat_ia **ia
 	ctx = kdat_ctx_create(owner ? owner : "kernel", net);
 	if (!ctx)
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
-	ret = kdat_ia_open_in(ctx, name, ia, NULL);
+	ret = kdat_ia_open_in(ctx, name, flags, ia, NULL);
 	if (ret) {
 		kdat_ctx_destroy(ctx);
 		return ret;

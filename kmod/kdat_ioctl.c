@@ -95,7 +95,7 @@ static long kdat_ioc_ia_open(struct kdat_ioc_call *call)
 	if (!memchr(a->name, '\0', sizeof(a->name)))
 		a->status = KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG1);
 	else
-		a->status = kdat_ia_open_in(call->ctx, a->name, NULL, &a->ia);
+		a->status = kdat_ia_open_in(call->ctx, a->name, a->flags, NULL, &a->ia);
 	return 0;
 }
 

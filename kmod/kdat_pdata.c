@@ -1,32 +1,47 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kdat's private data framing: the 4-byte header in front of a consumer's private data
- * on the IB CM, which carries fixed-size fields and no length.
+ * Private data on the wire.  By default kdat puts a 4-byte header in front of a
+ * consumer's private data on the IB CM, whose fields have a fixed size and no
+ * length, so that a kdat peer gets exactly the bytes sent.  An IA opened with
+ * KDAT_IA_PDATA_RAW speaks the fields as they are (the wire formats of plain
+ * rdma_cm peers), and never reads a header into them.
  */
+#include <rdma/ib_cm.h>
 #include "kdat_base.h"
 
-/* Builds the wire form of private data in buf; returns its length. */
-u8 kdat_pdata_wrap(u8 *buf, const void *pdata, u32 len)
+/* What a consumer of ia may put in a field of this size. */
+u32 kdat_pdata_max(const struct kdat_ia *ia, u32 field)
 {
-	buf[0] = KDAT_PDATA_MAGIC;
-	buf[1] = KDAT_PDATA_VERSION;
-	buf[2] = len;
-	buf[3] = 0;
+	return ia->pdata_raw ? field : field - KDAT_PDATA_HDR;
+}
+
+/* Builds the wire form of private data in buf; returns its length. */
+u8 kdat_pdata_wrap(const struct kdat_ia *ia, u8 *buf, const void *pdata, u32 len)
+{
+	u32 hdr = ia->pdata_raw ? 0 : KDAT_PDATA_HDR;
+
+	if (!ia->pdata_raw) {
+		buf[0] = KDAT_PDATA_MAGIC;
+		buf[1] = KDAT_PDATA_VERSION;
+		buf[2] = len;
+		buf[3] = 0;
+	}
 	if (len)
-		memcpy(buf + KDAT_PDATA_HDR, pdata, len);
-	return KDAT_PDATA_HDR + len;
+		memcpy(buf + hdr, pdata, len);
+	return hdr + len;
 }
 
 /*
- * The consumer's bytes from a received private data field.  A field without
- * kdat's header (a peer that is not kdat) is taken whole.
+ * The consumer's bytes from a received private data field.  A raw IA takes
+ * the field whole; so does a framed one when the field has no kdat header
+ * (a peer that is not kdat).
  */
-u32 kdat_pdata_unwrap(const u8 *raw, u32 raw_len, const u8 **data)
+u32 kdat_pdata_unwrap(const struct kdat_ia *ia, const u8 *raw, u32 raw_len, const u8 **data)
 {
 	*data = raw;
 	if (!raw || !raw_len)
 		return 0;
-	if (raw_len >= KDAT_PDATA_HDR && raw[0] == KDAT_PDATA_MAGIC &&
+	if (!ia->pdata_raw && raw_len >= KDAT_PDATA_HDR && raw[0] == KDAT_PDATA_MAGIC &&
 	    raw[1] == KDAT_PDATA_VERSION && raw[2] <= raw_len - KDAT_PDATA_HDR) {
 		*data = raw + KDAT_PDATA_HDR;
 		return raw[2];
@@ -34,9 +49,18 @@ u32 kdat_pdata_unwrap(const u8 *raw, u32 raw_len, const u8 **data)
 	return min_t(u32, raw_len, KDAT_PRIVATE_DATA_MAX);
 }
 
-/* A REJ that kdat's provider side sent on its own (KDAT_PDATA_F_PROVIDER). */
-bool kdat_pdata_provider_reject(const u8 *raw, u32 raw_len)
+/*
+ * A REJ that the peer's provider sent on its own (backlog full, listener
+ * gone), not its consumer: a framed kdat peer marks its header
+ * (KDAT_PDATA_F_PROVIDER); a raw one, like any IB CM, rejects for lack of
+ * resources (IB_CM_REJ_NO_RESOURCES), which has no consumer data.
+ */
+bool kdat_pdata_provider_reject(const struct kdat_ia *ia, const u8 *raw, u32 raw_len,
+				int status)
 {
-	return raw && raw_len >= KDAT_PDATA_HDR && raw[0] == KDAT_PDATA_MAGIC &&
-	       raw[1] == KDAT_PDATA_VERSION && (raw[3] & KDAT_PDATA_F_PROVIDER);
+	if (status == IB_CM_REJ_NO_RESOURCES)
+		return true;
+	return !ia->pdata_raw && raw && raw_len >= KDAT_PDATA_HDR &&
+	       raw[0] == KDAT_PDATA_MAGIC && raw[1] == KDAT_PDATA_VERSION &&
+	       (raw[3] & KDAT_PDATA_F_PROVIDER);
 }

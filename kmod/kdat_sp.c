@@ -233,15 +233,21 @@ static bool kdat_sp_backlog_full(struct kdat_sp *sp)
 }
 
 /*
- * Refuses a request kdat cannot take, marked as the provider's reject so
- * that a kdat requester reports NON_PEER_REJECTED (seed 000: backlog full).
- * The handler then returns non-zero and rdma_cm destroys the id.
+ * Refuses a request kdat cannot take, as the provider's reject so that a kdat
+ * requester reports NON_PEER_REJECTED (seed 000: backlog full): marked in
+ * kdat's header, or for a raw IA the IB CM's own "no resources" reason, which
+ * a plain rdma_cm peer sees as a reject that is not the consumer's.  The
+ * handler then returns non-zero and rdma_cm destroys the id.
  */
 static void kdat_cm_refuse(struct kdat_ia *ia, struct rdma_cm_id *id)
 {
 	u8 hdr[KDAT_PDATA_HDR];
 
-	kdat_pdata_wrap(hdr, NULL, 0);
+	if (ia->pdata_raw) {
+		ia->cm->reject(id, NULL, 0, IB_CM_REJ_NO_RESOURCES);
+		return;
+	}
+	kdat_pdata_wrap(ia, hdr, NULL, 0);
 	hdr[3] |= KDAT_PDATA_F_PROVIDER;
 	ia->cm->reject(id, hdr, sizeof(hdr), IB_CM_REJ_CONSUMER_DEFINED);
 }
@@ -307,7 +313,7 @@ static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
 	cr->remote_retry_count = ev->param.conn.retry_count;
 	cr->remote_rnr_retry_count = ev->param.conn.rnr_retry_count;
 	cr->remote_flow_control = ev->param.conn.flow_control;
-	len = kdat_pdata_unwrap(ev->param.conn.private_data, ev->param.conn.private_data_len,
+	len = kdat_pdata_unwrap(ia, ev->param.conn.private_data, ev->param.conn.private_data_len,
 				&pdata);
 	memcpy(cr->private_data, pdata, len);
 	cr->private_data_size = len;

@@ -113,16 +113,21 @@ struct kdat_cr_info {
 /* Called (process context, kdat locks held) each time an event is queued. */
 typedef void (*kdat_upcall_t)(struct kdat_evd *evd, void *context);
 
-kdat_ret_t __kdat_ia_open(struct net *net, const char *name, struct kdat_ia **ia,
+kdat_ret_t __kdat_ia_open(struct net *net, const char *name, u32 flags, struct kdat_ia **ia,
 			  const char *owner);
 /*
  * Opens an IA of its own for the calling module, which the shared table names.
  * name (a netdev or an IP literal), and every address and id of the IA, are
  * in net: kdat_ia_open_net() names the namespace (kdat holds a reference while
- * the IA lives), kdat_ia_open() means the initial one.
+ * the IA lives), kdat_ia_open() means the initial one.  flags: KDAT_IA_* of
+ * <kdat/uapi/kdat.h>; KDAT_IA_PDATA_RAW makes the IA's private data byte-exact
+ * with plain rdma_cm peers (no kdat header; what arrives is the transport's
+ * whole field), for drivers that speak an existing wire protocol.
  */
-#define kdat_ia_open_net(net, name, ia)	__kdat_ia_open(net, name, ia, KBUILD_MODNAME)
-#define kdat_ia_open(name, ia)		__kdat_ia_open(&init_net, name, ia, KBUILD_MODNAME)
+#define kdat_ia_open_flags(net, name, flags, ia) \
+	__kdat_ia_open(net, name, flags, ia, KBUILD_MODNAME)
+#define kdat_ia_open_net(net, name, ia)	__kdat_ia_open(net, name, 0, ia, KBUILD_MODNAME)
+#define kdat_ia_open(name, ia)		__kdat_ia_open(&init_net, name, 0, ia, KBUILD_MODNAME)
 kdat_ret_t kdat_ia_close(struct kdat_ia *ia, u32 flags);
 kdat_ret_t kdat_ia_query(struct kdat_ia *ia, struct kdat_ia_info *info);
 /*

@@ -311,8 +311,8 @@ class Kdat:
         return to_py(self.call("version"))
 
     # -- IA --
-    def ia_open(self, name):
-        return self.do("ia_open", name=name).ia
+    def ia_open(self, name, flags=0):
+        return self.do("ia_open", name=name, flags=flags).ia
 
     def ia_close(self, ia, graceful=False):
         flags = C["KDAT_IA_CLOSE_GRACEFUL"] if graceful else C["KDAT_IA_CLOSE_ABRUPT"]

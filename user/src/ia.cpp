@@ -6,8 +6,11 @@
 
 namespace kdat {
 
-Ia::Ia(const Device &device, std::string_view name) : state_(device.state()) {
+Ia::Ia(const Device &device, std::string_view name) : Ia(device, name, PrivateData::framed) {}
+
+Ia::Ia(const Device &device, std::string_view name, PrivateData format) : state_(device.state()) {
   kdat_ia_open arg{};
+  arg.flags = format == PrivateData::raw ? KDAT_IA_PDATA_RAW : 0;
   if (name.size() >= sizeof(arg.name)) {
     throw Error({KDAT_DAT_CLASS_ERROR | KDAT_DAT_INVALID_PARAMETER | KDAT_DAT_INVALID_ARG1},
                 "ia_open: name too long");

@@ -46,7 +46,7 @@
 #include "kdat_counters.h"
 
 #define KDAT_DEVICE_NAME	"kdat"
-#define KDAT_ABI_VERSION	6	/* 6: KDAT_IOC_IA_COUNTERS */
+#define KDAT_ABI_VERSION	6	/* 6: KDAT_IOC_IA_COUNTERS, ia_open flags */
 #define KDAT_IOC_MAGIC		0xDA
 
 #define KDAT_TIMEOUT_INFINITE	0xffffffffu
@@ -90,8 +90,23 @@ struct kdat_ia_open {
 	__u32 status;		/* out: DAT_RETURN */
 	char name[KDAT_NAME_MAX]; /* in: netdev name or IP literal, NUL-terminated */
 	__u32 ia;		/* out: handle */
-	__u32 reserved;
+	__u32 flags;		/* in: KDAT_IA_* (was reserved, 0: the default) */
 };
+
+/*
+ * ia_open flags.  KDAT_IA_PDATA_RAW: the IA's private data goes on the wire
+ * as the consumer gives it, without kdat's header (KDAT_PRIVATE_DATA_HEADER),
+ * and what arrives is delivered as the transport carried it: on the IB CM
+ * (InfiniBand, RoCE) its whole fixed-size field, zero-padded, as any rdma_cm
+ * consumer sees it.  That is the wire format of plain rdma_cm peers (NVMe-oF,
+ * iSER, RPC-over-RDMA); the IA's limits (ia_query) are the whole fields, and
+ * a raw listener refuses a request it cannot take with the IB CM's "no
+ * resources" reject instead of a marked header.  Without it (the default),
+ * kdat peers get exactly the bytes sent; a field from a plain peer that
+ * happens to begin like kdat's header is then read as one.
+ */
+#define KDAT_IA_PDATA_RAW	(1u << 0)
+#define KDAT_IA_OPEN_FLAGS	KDAT_IA_PDATA_RAW
 
 /* ia_close flags */
 #define KDAT_IA_CLOSE_ABRUPT	0	/* free everything the IA owns */

@@ -21,8 +21,7 @@
 #define KDAT_COMMANDS(CMD, HANDLE, ZERO)					\
 	CMD(VERSION, version, reserved)						\
 	ZERO(version, reserved)							\
-	CMD(IA_OPEN, ia_open, reserved)						\
-	ZERO(ia_open, reserved)							\
+	CMD(IA_OPEN, ia_open, flags)						\
 	CMD(IA_CLOSE, ia_close, flags)						\
 	HANDLE(ia_close, ia, IA, REQUIRED, INVALID_HANDLE_IA)			\
 	CMD(IA_QUERY, ia_query, supported_qos)					\

@@ -41,8 +41,13 @@ struct IaAttributes {
 // concurrently (the kernel serialises them), but not concurrently with its destruction or a move.
 class Ia {
  public:
+  // How the IA's private data goes on the wire (KDAT_IA_PDATA_RAW in <kdat/uapi/kdat.h>):
+  // framed (kdat peers get exactly the bytes sent) or raw (byte-exact with plain rdma_cm peers).
+  enum class PrivateData { framed, raw };
+
   // `name` is a netdev name ("kdat0") or an IP literal ("192.0.2.1").
   Ia(const Device &device, std::string_view name);
+  Ia(const Device &device, std::string_view name, PrivateData format);
   Ia(Ia &&other) noexcept;
   Ia &operator=(Ia &&other) noexcept;
   Ia(const Ia &) = delete;
