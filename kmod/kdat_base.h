@@ -155,7 +155,7 @@ struct kdat_ia {
 	struct sockaddr_storage addr;
 	char netdev_name[KDAT_NAME_MAX];
 	struct list_head evds, eps, sps, crs;
-	struct list_head lmrs, rmrs;		/* kernel consumers' memory */
+	struct list_head lmrs, rmrs, mrs;	/* kernel consumers' memory */
 	bool removed;			/* the device went away */
 	bool closing;			/* ia_close or teardown began: no new objects */
 	/*

@@ -225,6 +225,11 @@ void kdat_ep_flush(struct kdat_ep *ep);
 void kdat_ep_send_dreq(struct kdat_ep *ep);
 bool kdat_ep_graceful_ready(struct kdat_ep *ep);
 void kdat_ia_free_memory(struct kdat_ia *ia);
+u32 kdat_dto_status(enum ib_wc_status status);
+void kdat_ep_send_done(struct kdat_ep *ep);
+bool kdat_ep_may_post(struct kdat_ep *ep, unsigned int stimulus);
+/* kdat_sgl.c */
+void kdat_ia_free_mrs(struct kdat_ia *ia);
 
 /* kdat_obj_of() and the bottom layer's casts rely on it */
 static_assert(offsetof(struct kdat_ia, obj) == 0);

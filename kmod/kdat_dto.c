@@ -84,7 +84,7 @@ static void kdat_wr_put(struct kdat_ep *ep, struct kdat_wr *wr, bool recv)
 
 /* ---- completions ------------------------------------------------------------------ */
 
-static u32 kdat_dto_status(enum ib_wc_status status)
+u32 kdat_dto_status(enum ib_wc_status status)
 {
 	switch (status) {
 	case IB_WC_SUCCESS: return KDAT_DAT_DTO_SUCCESS;
@@ -103,7 +103,7 @@ static u32 kdat_dto_status(enum ib_wc_status status)
 }
 
 /* Graceful disconnect proceeds once the last in-flight send completed. */
-static void kdat_ep_send_done(struct kdat_ep *ep)
+void kdat_ep_send_done(struct kdat_ep *ep)
 {
 	if (atomic_dec_and_test(&ep->sends_in_flight) && READ_ONCE(ep->graceful_pending)) {
 		kref_get(&ep->obj.ref);
@@ -136,7 +136,7 @@ static void kdat_wr_done(struct ib_cq *cq, struct ib_wc *wc)
 
 /* ---- posting ------------------------------------------------------------------------ */
 
-static bool kdat_ep_may_post(struct kdat_ep *ep, unsigned int stimulus)
+bool kdat_ep_may_post(struct kdat_ep *ep, unsigned int stimulus)
 {
 	struct kdat_ep_step step = kdat_ep_lookup(READ_ONCE(ep->state), stimulus);
 

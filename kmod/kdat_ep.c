@@ -141,14 +141,20 @@ static int kdat_event_counter(unsigned int event)
 	}
 }
 
-/* The IA's counters of a step the table took (KDAT_IA_COUNTERS); moved: to a new state. */
+/*
+ * The IA's counters of a step the table took (KDAT_IA_COUNTERS); moved: to a
+ * new state; why: a non-peer reject's reason.  Counted before the event is
+ * posted, so that a consumer woken by it reads them.
+ */
 static void kdat_ep_count(struct kdat_ia *ia, unsigned int stimulus, bool moved,
-			  unsigned int event)
+			  unsigned int event, enum kdat_ia_counter why)
 {
 	int counter = kdat_event_counter(event);
 
 	if (counter >= 0)
 		kdat_ia_count(ia, counter);
+	if (event == KDAT_EP_EVENT_NON_PEER_REJECTED)
+		kdat_ia_count(ia, why);
 	if (!moved)
 		return;
 	switch (stimulus) {
@@ -166,8 +172,8 @@ static void kdat_ep_count(struct kdat_ia *ia, unsigned int stimulus, bool moved,
 	}
 }
 
-unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
-			  const void *pdata, u32 pdata_len)
+static unsigned int kdat_ep_step_why(struct kdat_ep *ep, unsigned int stimulus,
+				     const void *pdata, u32 pdata_len, enum kdat_ia_counter why)
 {
 	struct kdat_ep_step step = kdat_ep_lookup(ep->state, stimulus);
 	bool go = step.action == KDAT_EP_GO;
@@ -184,7 +190,7 @@ unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
 		kdat_ep_flush(ep);
 	else if (step.effects & KDAT_EP_FX_QP_ERR)
 		kdat_qp_set(ep, IB_QPS_ERR);
-	kdat_ep_count(ep->ia, stimulus, step.next != ep->state, step.event);
+	kdat_ep_count(ep->ia, stimulus, step.next != ep->state, step.event, why);
 	if (step.next != ep->state) {
 		ep->state = step.next;
 		ep->transitions++;
@@ -199,6 +205,12 @@ unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
 	if (step.event != KDAT_EP_EVENT_NONE)
 		kdat_post_conn_event(ep, step.event, pdata, pdata_len);
 	return step.action;
+}
+
+unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
+			  const void *pdata, u32 pdata_len)
+{
+	return kdat_ep_step_why(ep, stimulus, pdata, pdata_len, KDAT_IA_COUNTER_REJECTED_OTHER);
 }
 
 /* May this stimulus be applied now?  DAT_SUCCESS or the error to return. */
@@ -1143,11 +1155,7 @@ static unsigned int kdat_ep_failure(struct kdat_ep *ep, unsigned int stimulus)
  */
 static void kdat_ep_non_peer_rejected(struct kdat_ep *ep, enum kdat_ia_counter reason)
 {
-	u32 events = ep->obj.events;
-
-	kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_NON_PEER_REJECTED), NULL, 0);
-	if (ep->obj.events != events && ep->obj.last_event == KDAT_EP_EVENT_NON_PEER_REJECTED)
-		kdat_ia_count(ep->ia, reason);
+	kdat_ep_step_why(ep, kdat_ep_failure(ep, KDAT_EP_STIM_NON_PEER_REJECTED), NULL, 0, reason);
 }
 
 /* Why a REJ that is not the peer consumer's came (rdma_cm's status of REJECTED). */

@@ -105,6 +105,7 @@ kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, u32 flags,
 	INIT_LIST_HEAD(&ia->crs);
 	INIT_LIST_HEAD(&ia->lmrs);
 	INIT_LIST_HEAD(&ia->rmrs);
+	INIT_LIST_HEAD(&ia->mrs);
 	atomic_set(&ia->eps_finishing, 0);
 	init_waitqueue_head(&ia->finish_wq);
 	INIT_LIST_HEAD(&ia->dev_node);
@@ -279,8 +280,10 @@ static void kdat_ia_teardown(struct kdat_ia *ia)
 	/* Pending deferred id destructions may still hold the PD's QPs' ids. */
 	flush_workqueue(kdat_wq);
 	mutex_lock(&ctx->lock);
-	if (!ia->removed)
+	if (!ia->removed) {
 		kdat_ia_free_memory(ia);
+		kdat_ia_free_mrs(ia);
+	}
 	mutex_unlock(&ctx->lock);
 	/* an EP freed by another thread may still be destroying its QP */
 	wait_event(ia->finish_wq, !atomic_read(&ia->eps_finishing));
@@ -423,6 +426,7 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 	kfree(ids);
 	mutex_lock(&ctx->lock);
 	kdat_ia_free_memory(ia);
+	kdat_ia_free_mrs(ia);
 	mutex_unlock(&ctx->lock);
 	wait_event(ia->finish_wq, !atomic_read(&ia->eps_finishing));
 	if (ia->pd)

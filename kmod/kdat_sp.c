@@ -329,8 +329,9 @@ static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
 		kdat_obj_get_ref(&pep->obj);
 		kdat_ep_step(pep, KDAT_EP_STIM_PROVIDER_BIND, NULL, 0);
 	}
-	kdat_cr_post(cr);
+	/* counted before the consumer hears of it */
 	kdat_ia_count(ia, KDAT_IA_COUNTER_REQUESTS);
+	kdat_cr_post(cr);
 	mutex_unlock(&ctx->lock);
 	if (pep)
 		kdat_ia_unuse_pd(ia);
@@ -344,8 +345,9 @@ refuse_unlocked:
 		kdat_ia_unuse_pd(ia);
 	}
 	kfree(cr);
-	kdat_cm_refuse(ia, id);
+	/* counted before the requester hears of it */
 	kdat_ia_count(ia, KDAT_IA_COUNTER_REQUESTS_REFUSED);
+	kdat_cm_refuse(ia, id);
 	return -ECONNREFUSED;
 }
 

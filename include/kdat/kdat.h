@@ -24,8 +24,11 @@
 #define KDAT_KDAT_H
 
 #include <linux/types.h>
+#include <linux/dma-direction.h>
+#include <linux/scatterlist.h>
 #include <linux/socket.h>
 #include <net/net_namespace.h>
+#include <rdma/ib_verbs.h>
 #include <kdat/uapi/kdat.h>
 #include <kdat/uapi/kdat_dat.h>
 #include <kdat/ep_table.h>
@@ -212,5 +215,90 @@ kdat_ret_t kdat_ep_post_rdma_write(struct kdat_ep *ep, const struct kdat_iov *io
 kdat_ret_t kdat_ep_post_rdma_read(struct kdat_ep *ep, const struct kdat_iov *iov,
 				  u32 n_iov, u64 cookie, u64 target_address,
 				  u32 rmr_context);
+
+/*
+ * Block I/O: a request's pages as a scatterlist, registered per request,
+ * completed by a callback.  The DAT calls above carry DAT's model (LMRs,
+ * cookies, events on EVDs); a storage driver needs less per request:
+ *
+ * - kdat_sgl_map() DMA-maps a scatterlist (a bio's pages, any size and
+ *   alignment) for the IA's device.  As the local side of a post it needs
+ *   no registration: the device's local DMA key covers it.  Up to the EP's
+ *   max_request_iov (send, RDMA) or max_recv_iov (receive) DMA segments per
+ *   post (the device's max_send_sge bounds those, 32 on rxe; RDMA reads:
+ *   max_sge_rd).
+ * - Pages the peer must reach (an initiator's buffers, which the target
+ *   RDMA-reads for a write and RDMA-writes for a read, as in iSER and
+ *   NVMe-oF) are registered for one request: kdat_ep_post_reg_mr() posts a
+ *   fast registration of a kdat_mr (kdat_mr_alloc(), one per request slot)
+ *   ahead of the request that carries its rkey, and the registration ends
+ *   when the peer answers with KDAT_SGL_SEND_INV (the receive's completion
+ *   names the invalidated rkey) or with kdat_ep_post_local_inv().
+ * - Every post names a struct kdat_cqe that the caller owns until its done()
+ *   has run.  done() runs in the EP's CQ polling context (a workqueue, so it
+ *   may not sleep for long), without any kdat lock, once per post (a flush
+ *   error when the connection ended), and may post again.
+ *
+ * Once the IA's device is gone, kdat_sgl_unmap and the syncs do nothing, and
+ * kdat_ia_close() (or the removal) has freed the IA's MRs, as its LMRs and RMRs.
+ *
+ * kdat_sgl_map/unmap and every kdat_ep_post_* here may be called from
+ * process, softirq or blk-mq (atomic) context: they never sleep.  Posts are
+ * refused (DAT_INVALID_STATE) where the state table refuses a send or a
+ * receive; a disconnect flushes outstanding ones before DISCONNECTED, as
+ * for the DAT posts.  kdat_mr_alloc() and kdat_mr_free() sleep.
+ */
+struct kdat_completion {
+	u32 dto_status;		/* KDAT_DAT_DTO_* (DAT_DTO_SUCCESS, ..._ERR_FLUSHED, ...) */
+	u32 byte_len;		/* a receive's bytes; a request's as posted */
+	u32 invalidated_rkey;	/* a receive that ended a registration (SEND_INV), else 0 */
+};
+
+struct kdat_cqe {
+	void (*done)(struct kdat_cqe *cqe, const struct kdat_completion *c);
+	/* kdat's, while posted */
+	struct ib_cqe ib;
+	u32 length;
+	u8 recv;
+};
+
+struct kdat_sgl {
+	struct scatterlist *sg;
+	u32 nents;		/* the scatterlist's entries */
+	int dma_nents;		/* its DMA segments, once mapped */
+	u32 length;		/* bytes */
+	enum dma_data_direction dir;
+};
+
+enum kdat_sgl_op {
+	KDAT_SGL_SEND,
+	KDAT_SGL_SEND_INV,	/* a send that also ends the peer's registration rkey */
+	KDAT_SGL_RDMA_WRITE,
+	KDAT_SGL_RDMA_READ,
+};
+
+struct kdat_mr;		/* a fast-registration memory region, one request at a time */
+
+kdat_ret_t kdat_sgl_map(struct kdat_ia *ia, struct kdat_sgl *sgl, struct scatterlist *sg,
+			u32 nents, enum dma_data_direction dir);
+void kdat_sgl_unmap(struct kdat_ia *ia, struct kdat_sgl *sgl);
+/* Before the CPU reads what the device wrote into the pages, and before the device reads the CPU's. */
+void kdat_sgl_sync_for_cpu(struct kdat_ia *ia, struct kdat_sgl *sgl);
+void kdat_sgl_sync_for_device(struct kdat_ia *ia, struct kdat_sgl *sgl);
+/* sgl may be NULL for a send without data; rkey: the peer's (RDMA) or the one to end (SEND_INV) */
+kdat_ret_t kdat_ep_post_sgl(struct kdat_ep *ep, enum kdat_sgl_op op, struct kdat_sgl *sgl,
+			    struct kdat_cqe *cqe, u64 remote_addr, u32 rkey);
+kdat_ret_t kdat_ep_post_recv_sgl(struct kdat_ep *ep, struct kdat_sgl *sgl, struct kdat_cqe *cqe);
+kdat_ret_t kdat_mr_alloc(struct kdat_ia *ia, u32 max_pages, struct kdat_mr **mr);
+/* Only once no registration of it is posted: after its request completed, or the EP was freed. */
+void kdat_mr_free(struct kdat_mr *mr);
+/*
+ * Registers sgl's pages in mr for the peer (access: KDAT_RMR_REMOTE_*) with a
+ * new key: *rkey and *addr are what the peer uses.  Unsignaled; a later post
+ * on the EP is ordered after it.
+ */
+kdat_ret_t kdat_ep_post_reg_mr(struct kdat_ep *ep, struct kdat_mr *mr, struct kdat_sgl *sgl,
+			       u32 access, u32 *rkey, u64 *addr);
+kdat_ret_t kdat_ep_post_local_inv(struct kdat_ep *ep, struct kdat_mr *mr, struct kdat_cqe *cqe);
 
 #endif /* KDAT_KDAT_H */

@@ -17,6 +17,7 @@ KMOD_DIR = (os.path.join(REPO, "build", "debug", "kmod") if os.environ.get("KDAT
 KMOD = os.path.join(KMOD_DIR, "kdat.ko")
 # The sample kernel consumer (kmod/samples/), built against kdat.ko's exports.
 ECHO_KO = os.path.join(KMOD_DIR, "samples", "kdat_echo.ko")
+BLKIO_KO = os.path.join(KMOD_DIR, "samples", "kdat_blkio.ko")
 DEV = "/dev/kdat"
 UAPI = Uapi()
 
