@@ -9,6 +9,19 @@ from kdat_harness import guest
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+@pytest.hookimpl(tryfirst=True)   # firstresult: before pytest's own makes the report
+def pytest_runtest_makereport(item, call):
+    """A test that pytest-timeout stopped: every task's kernel stack goes to the kernel log
+    (sysrq t), which vm-run keeps as dmesg.txt, so that a hang in a child process or in the
+    kernel shows where it was, not only the Python stack that waited for it."""
+    if call.excinfo is not None and "Timeout >" in str(call.excinfo.value) and guest.in_guest():
+        try:
+            with open("/proc/sysrq-trigger", "w") as f:
+                f.write("t")
+        except OSError:
+            pass
+
+
 def pytest_collection_modifyitems(config, items):
     if guest.in_guest():
         return
