@@ -195,16 +195,20 @@ int cmd_version(const Options &opt) {
   return 0;
 }
 
-int cmd_list(const Options &opt) {
-  const kdat::Device dev = open_observer(opt.device);
+// One snapshot of every table (and object) the options select, as `dev` lists them.
+std::vector<kdat::TableSnapshot> selected_snapshots(const Options &opt, const kdat::Device &dev) {
   std::vector<kdat::TableSnapshot> snapshots;
   for (const auto &info : kdat::list_tables(dev)) {
     if (!wanted(opt, info)) continue;
     auto attached = attach(opt, info);
-    if (!attached) continue;
-    snapshots.push_back(snapshot(*attached, opt.all));
+    if (attached) snapshots.push_back(snapshot(*attached, opt.all));
   }
-  snapshots = kdatctl::filtered(std::move(snapshots), opt.filter);
+  return kdatctl::filtered(std::move(snapshots), opt.filter);
+}
+
+int cmd_list(const Options &opt) {
+  const kdat::Device dev = open_observer(opt.device);
+  const auto snapshots = selected_snapshots(opt, dev);
   if (opt.json) {
     kdatctl::render_json(std::cout, snapshots, boottime_ns());
   } else {
@@ -264,14 +268,8 @@ int cmd_show(const Options &opt) {
 
 int cmd_counters(const Options &opt) {
   const kdat::Device dev = open_observer(opt.device);
-  std::vector<kdat::TableSnapshot> snapshots;
-  for (const auto &info : kdat::list_tables(dev)) {
-    if (!wanted(opt, info)) continue;
-    auto attached = attach(opt, info);
-    if (attached) snapshots.push_back(snapshot(*attached));
-  }
   std::vector<kdatctl::IaCountersRow> rows;
-  for (const auto &snap : kdatctl::filtered(std::move(snapshots), opt.filter)) {
+  for (const auto &snap : selected_snapshots(opt, dev)) {
     for (const auto &r : snap.records) {
       if (r.type != KDAT_REC_IA || !opt.filter.record_matches(r)) continue;
       try {
