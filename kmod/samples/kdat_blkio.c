@@ -403,7 +403,14 @@ static int slots_init(void)
 
 	islots = kcalloc(depth, sizeof(*islots), GFP_KERNEL);
 	tslots = kcalloc(TARGET_SLOTS, sizeof(*tslots), GFP_KERNEL);
-	if (!islots || !tslots)
+	if (!islots)
+		return -ENOMEM;
+	/* every timer first: blkio_exit() cancels them all, however far this got */
+	for (i = 0; i < depth; i++) {
+		hrtimer_init(&islots[i].timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
+		islots[i].timer.function = issue_from_softirq;
+	}
+	if (!tslots)
 		return -ENOMEM;
 	for (i = 0; i < TARGET_SLOTS; i++) {
 		struct blkio_slot *t = &tslots[i];
@@ -423,8 +430,6 @@ static int slots_init(void)
 		struct blkio_slot *s = &islots[i];
 
 		s->tag = i;
-		hrtimer_init(&s->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
-		s->timer.function = issue_from_softirq;
 		if (slot_pages(s, size) || kdat_mr_alloc(ia, s->npages, &s->mr) ||
 		    msg_init(&s->cmd, s, sizeof(struct blkio_cmd), cmd_sent) ||
 		    msg_init(&s->recv, s, sizeof(struct blkio_rsp), rsp_received))
