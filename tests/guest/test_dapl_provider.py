@@ -262,7 +262,10 @@ def test_provider_connection_management_and_error_paths(kdat_module, rdma, kerne
     r = subprocess.run([CHECK, "kdat", rdma["KDAT_TEST_ADDR"], "21000"], env=env,
                        capture_output=True, text=True, timeout=RUN_TIMEOUT)
     out = r.stdout + r.stderr
-    failed = [line for line in out.splitlines() if line.startswith("FAIL")]
+    # each FAIL with the line provider_check printed before it: what it got instead
+    lines = out.splitlines()
+    failed = [f"{lines[i - 1].strip()}\n{line}" if i > 0 and lines[i - 1].startswith("     (")
+              else line for i, line in enumerate(lines) if line.startswith("FAIL")]
     summary = re.search(r"^checks: (\d+) failed: (\d+)$", out, re.M)
     _record(f"provider_check kdat: {summary.group(0) if summary else 'no summary'} (rc {r.returncode})")
     assert r.returncode == 0 and not failed, "\n".join(failed) + "\n" + out[-4000:]

@@ -313,6 +313,7 @@ DAT_RETURN ep_reset(DAT_EP_HANDLE handle) {
       ep.user->reset();  // and the QP RESET -> INIT: what was posted is gone
       ep.ia->data_path->forget_ep(ep);
       unwatch_connect(ep);
+      unhold(ep);
     } else {
       ep.kernel().reset();
     }
@@ -554,6 +555,7 @@ Ep &adopt_ep(Ia &ia, std::uint32_t handle) {
 void free_ep(Ep &ep) {
   ep.ia->data_path->forget_ep(ep);
   unwatch_connect(ep);
+  unhold(ep);
   count_use(ep, -1);
   ep.pz = nullptr;
   ep.recv_evd = ep.request_evd = ep.connect_evd = nullptr;

@@ -37,7 +37,6 @@ namespace {
 
 constexpr std::uint32_t kDefaultDtos = 64;
 constexpr std::uint32_t kDefaultIov = 4;
-constexpr auto kSettleLimit = std::chrono::seconds(1);
 // The inline data a user QP asks for (libdaplofa's default too); a device that offers less gets
 // a QP without (UserQpAttributes::inline_optional).
 constexpr std::uint32_t kInlineData = 256;
@@ -498,16 +497,9 @@ class VerbsDataPath final : public DataPath {
     if (ibv_get_cq_event(cq->channel, &got, &context) == 0) ibv_ack_cq_events(got, 1);
   }
 
-  void settle(Ep &ep, Evd &evd) override {
-    if (!ep.user || cqs_.find(&evd) == cqs_.end()) return;
-    const auto deadline = std::chrono::steady_clock::now() + kSettleLimit;
-    for (;;) {
-      (void)poll_completions(evd);
-      const bool left =
-          pending_.any([&](const Pending &p) { return p.ep == &ep && p.evd == &evd; });
-      if (!left || std::chrono::steady_clock::now() >= deadline) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+  bool outstanding(const Ep &ep, Evd &evd) override {
+    if (!ep.user || cqs_.find(&evd) == cqs_.end()) return false;
+    return pending_.any([&](const Pending &p) { return p.ep == &ep && p.evd == &evd; });
   }
 
   void forget_ep(Ep &ep) override {

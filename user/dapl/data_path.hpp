@@ -121,10 +121,9 @@ class DataPath {
   virtual int arm(Evd &evd) = 0;
   // The channel's fd that arm() returned was readable after a sleep: takes one event.
   virtual void notified(Evd &evd) = 0;
-  // `ep` has become DISCONNECTED and its QP is in ERR: waits (bounded) until the flushed
-  // completions of its requests posted to `evd`'s CQ are in evd.local, so that they are
-  // delivered before the DISCONNECTED event on a shared EVD.
-  virtual void settle(Ep &ep, Evd &evd) = 0;
+  // Whether DTOs of `ep` posted to `evd`'s CQ have not completed yet (after a poll_completions:
+  // once its QP is in ERR, their flushes are still to come).
+  [[nodiscard]] virtual bool outstanding(const Ep &ep, Evd &evd) = 0;
   // `ep` is freed or reset: forget its outstanding DTOs.
   virtual void forget_ep(Ep &ep) = 0;
   // `evd` is freed: destroy its CQ (its EPs are gone).

@@ -74,27 +74,57 @@ bool sleep_on(std::vector<pollfd> &fds, const std::optional<Clock::time_point> &
   return true;
 }
 
+// A device that never flushes the DTOs of a QP in ERR does not hold a DISCONNECTED for ever.
+constexpr auto kFlushLimit = std::chrono::seconds(10);
+
+// Moves the held events that wait for nothing more -- their EP's flushes arrived (polled into
+// evd.local ahead of them), the EP was freed, or kFlushLimit passed -- to evd.local, in order.
+void release_held(Evd &evd) {
+  if (evd.held.empty()) return;
+  (void)evd.ia->data_path->poll_completions(evd);
+  const auto now = Clock::now();
+  while (!evd.held.empty()) {
+    const Evd::Held &first = evd.held.front();
+    if (first.ep != nullptr && now - first.since < kFlushLimit &&
+        evd.ia->data_path->outstanding(*first.ep, evd))
+      break;
+    evd.local.push_back(first.event);
+    evd.held.pop_front();
+  }
+}
+
 std::size_t available(Evd &evd) {
   (void)evd.ia->data_path->poll_completions(evd);
+  release_held(evd);
   return evd.local.size() + (evd.kernel ? evd.kernel->pending() : 0);
 }
 
-// The DAT form of a kernel event just taken from `evd`.  libkdat moved the QP of an EP that
-// ended to ERR while taking it: the flushed DTOs of that EP on this EVD are queued first (seed
-// 001), so a DISCONNECTED never overtakes them on a shared EVD.
-DAT_EVENT deliver(Evd &evd, const kdat::Event &event) {
+// Queues the DAT form of a kernel event just taken from `evd`.  libkdat moved the QP of an EP
+// that ended to ERR while taking it: the flushed DTOs of that EP on this EVD come first (seed
+// 001), so a DISCONNECTED never overtakes them on a shared EVD.  Those already in the CQ are
+// polled now; if some are still to come (rxe flushes from a tasklet), the DISCONNECTED -- and
+// every kernel event after it, to keep their order -- is held until they are in (release_held).
+// Holding instead of waiting here keeps evd_wait's timeout and evd_dequeue's "never blocks".
+void accept(Evd &evd, const kdat::Event &event) {
   DAT_EVENT translated{};
   translate(evd, event, translated);
+  const Ep *flushing = nullptr;
   if (event.is_connection_event()) {
     const auto it = evd.ia->eps.find(event.ep);
     if (it != evd.ia->eps.end() && it->second->user) {
       Ep &ep = *it->second;
       const kdat::EpState state = ep.kernel().state();
       if (state != kdat::EpState::ACTIVE_CONNECTION_PENDING) unwatch_connect(ep);
-      if (state == kdat::EpState::DISCONNECTED) evd.ia->data_path->settle(ep, evd);
+      if (state == kdat::EpState::DISCONNECTED) {
+        (void)evd.ia->data_path->poll_completions(evd);
+        if (evd.ia->data_path->outstanding(ep, evd)) flushing = &ep;
+      }
     }
   }
-  return translated;
+  if (flushing == nullptr && evd.held.empty())
+    evd.local.push_back(translated);
+  else
+    evd.held.push_back({flushing, translated, Clock::now()});
 }
 
 // A user-owned QP's active connect completes only when libkdat takes the REP from the EP's
@@ -104,7 +134,7 @@ DAT_EVENT deliver(Evd &evd, const kdat::Event &event) {
 // watches their ring fds while it sleeps.  Those EVDs are counted as connects begin and end
 // (watch_connect), so a wait costs one step per such EVD, not one per EP.
 void pump_connects(Ia &ia, const Evd *self, std::vector<pollfd> *fds) {
-  // Backwards by index, with no copy: deliver() may unwatch an EVD, erasing it, which moves the
+  // Backwards by index, with no copy: accept() may unwatch an EVD, erasing it, which moves the
   // later elements down one place -- every one not yet visited stays below i (one may be seen
   // twice, which only pumps it again).
   auto &evds = ia.connecting_evds;
@@ -115,7 +145,7 @@ void pump_connects(Ia &ia, const Evd *self, std::vector<pollfd> *fds) {
     for (std::uint32_t n = other->kernel->pending(); n > 0; --n) {
       auto event = other->kernel->dequeue();
       if (!event) continue;  // libkdat's own (the REP): handled inside dequeue()
-      other->local.push_back(deliver(*other, *event));
+      accept(*other, *event);
       signal(other->wake.get());
       if (other->cno != nullptr) signal(other->cno->wake.get());
     }
@@ -158,29 +188,25 @@ void unwatch_connect(Ep &ep) {
   if (evd != nullptr && --evd->connecting == 0) std::erase(ep.ia->connecting_evds, evd);
 }
 
+void unhold(Ep &ep) {
+  for (auto &[handle, evd] : ep.ia->evds)
+    for (Evd::Held &h : evd->held)
+      if (h.ep == &ep) h.ep = nullptr;
+}
+
 namespace {
 
-// Takes the oldest event (local first); false if there was none after all.
+// Takes the oldest event (local first); false if there was none after all (or the one the
+// kernel had is held: accept()).
 bool take(Evd &evd, DAT_EVENT &out) {
-  if (!evd.local.empty()) {
-    out = evd.local.front();
-    evd.local.pop_front();
-    return true;
+  release_held(evd);
+  if (evd.local.empty() && evd.kernel) {
+    if (auto event = evd.kernel->dequeue()) accept(evd, *event);
   }
-  if (evd.kernel) {
-    if (auto event = evd.kernel->dequeue()) {
-      const DAT_EVENT translated = deliver(evd, *event);
-      if (!evd.local.empty()) {
-        evd.local.push_back(translated);
-        out = evd.local.front();
-        evd.local.pop_front();
-      } else {
-        out = translated;
-      }
-      return true;
-    }
-  }
-  return false;
+  if (evd.local.empty()) return false;
+  out = evd.local.front();
+  evd.local.pop_front();
+  return true;
 }
 
 // Adds the fds a sleeper on `evd` waits on (its eventfd, its ring's fd, its CQ's channel, armed);
@@ -326,7 +352,9 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
       lock.unlock();
       bool slept = false;
       try {
-        slept = sleep_on(fds, deadline);
+        // An event held for flushes is released by kFlushLimit even if no completion wakes us.
+        slept = evd.held.empty() ? sleep_on(fds, deadline)
+                                 : sleep_on(fds, deadline, std::chrono::milliseconds(100));
       } catch (...) {
         lock.lock();
         throw;

@@ -24,6 +24,7 @@
 #include <dat2/dat_registry.h>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -146,6 +147,14 @@ struct Evd : Object {
   int users = 0;       // EPs, PSPs and RSPs that feed it, IA async
   int waiters = 0;     // threads in evd_wait
   int connecting = 0;  // user EPs whose active connect waits on this EVD (pump_connects)
+  // Kernel events held back, in order, behind a DISCONNECTED whose EP still has DTOs on this
+  // EVD's CQ that its QP's ERR has not flushed yet: they are delivered first (seed 001).
+  struct Held {
+    const Ep *ep = nullptr;  // whose flushes it waits for; null: none (or the EP was freed)
+    DAT_EVENT event{};
+    std::chrono::steady_clock::time_point since{};
+  };
+  std::deque<Held> held;
   Counters<DCNT_EVD_ALL_COUNTERS> counters{};
 };
 
@@ -287,6 +296,8 @@ void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out);
 // connect EVD is pumped by waits elsewhere meanwhile (pump_connects in evd.cpp).
 void watch_connect(Ep &ep);
 void unwatch_connect(Ep &ep);
+// `ep` is freed or reset: events held for its flushes wait no longer.
+void unhold(Ep &ep);
 // Frees an EVD.  quiet (abrupt IA close): no errors, the kernel EVD goes with the IA.
 void free_evd(Evd &evd, bool quiet = false);
 // Frees an EP and everything that must go with it (evd refcounts, PZ).

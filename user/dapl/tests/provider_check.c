@@ -104,15 +104,20 @@ static void *wait_thread(void *arg) {
   return NULL;
 }
 
-/* Starts a waiter on evd and returns once it is the EVD's waiter (a probe wait is refused). */
+/* Starts a waiter on evd and returns once it is the EVD's waiter (a probe wait is refused).
+ * A probe that was not refused held the waiter's place for its 1 ms: the probing then pauses
+ * 2 ms, so that the thread (retrying while refused) finds the place free even on a busy CPU. */
 static int start_waiter(pthread_t *thread, struct waiter *w, DAT_EVD_HANDLE evd) {
+  const struct timespec pause = {0, 2 * 1000 * 1000};
   DAT_EVENT ev;
   DAT_COUNT nmore;
   memset(w, 0, sizeof(*w));
   w->evd = evd;
   if (pthread_create(thread, NULL, wait_thread, w) != 0) return 0;
-  for (int i = 0; i < 5000; ++i)
+  for (int i = 0; i < 2000; ++i) {
     if (is_waiter_busy(dat_evd_wait(evd, 1000, 1, &ev, &nmore))) return 1;
+    nanosleep(&pause, NULL);
+  }
   return 0;
 }
 
@@ -238,6 +243,75 @@ static void rdma_read_out_zero(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CO
   expect("rd0: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);
   dat_evd_free(dto);
   dat_evd_free(conn);
+}
+
+/* Many receives outstanding when the peer ends the connection: the device flushes them one by
+ * one after the QP enters ERR, some only after the DISCONNECTED is taken from the kernel -- all of
+ * them still come first on a shared EVD, in the order they were posted (seed 001). */
+#define FLUSH_MANY 48
+static void flush_many(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port,
+                       DAT_PZ_HANDLE pz, DAT_EVD_HANDLE cr_evd, DAT_LMR_CONTEXT s_l, char *sbuf) {
+  DAT_EVD_HANDLE c_conn = DAT_HANDLE_NULL, c_dto = DAT_HANDLE_NULL, shared = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL;
+  DAT_EP_ATTR attr;
+  DAT_EVENT ev;
+  int established = 0, posted = 0, in_order = 0;
+
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &c_conn);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_DTO_FLAG, &c_dto);
+  expect("fm: evd_create DTO|CONNECTION (shared, qlen 64)",
+         dat_evd_create(ia, 64, NULL, DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG, &shared),
+         DAT_SUCCESS);
+  memset(&attr, 0, sizeof(attr));
+  attr.service_type = DAT_SERVICE_TYPE_RC;
+  attr.qos = DAT_QOS_BEST_EFFORT;
+  attr.max_recv_dtos = FLUSH_MANY;
+  attr.max_request_dtos = 4;
+  attr.max_recv_iov = attr.max_request_iov = 1;
+  attr.max_rdma_read_in = attr.max_rdma_read_out = 1;
+  dat_ep_create(ia, pz, c_dto, c_dto, c_conn, NULL, &c);
+  expect("fm: ep_create (server, 48 receives, shared EVD)",
+         dat_ep_create(ia, pz, shared, shared, shared, &attr, &s), DAT_SUCCESS);
+  for (int i = 0; i < FLUSH_MANY; ++i) {
+    DAT_LMR_TRIPLET iov = triplet(s_l, sbuf + 64 * i, 64);
+    DAT_DTO_COOKIE ck;
+    ck.as_64 = 0x100 + (uint64_t)i;
+    posted += dat_ep_post_recv(s, 1, &iov, ck, DAT_COMPLETION_DEFAULT_FLAG) == DAT_SUCCESS;
+  }
+  truth("fm: 48 receives posted before the connection", posted == FLUSH_MANY);
+  expect("fm: ep_connect",
+         dat_ep_connect(c, addr, port, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
+                        DAT_CONNECT_DEFAULT_FLAG),
+         DAT_SUCCESS);
+  if (next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT)
+    dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, s, 0, NULL);
+  established += next_event(c_conn, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED;
+  established += next_event(shared, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED;
+  if (truth("fm: both EPs ESTABLISHED", established == 2)) {
+    expect("fm: ep_disconnect abrupt (client)", dat_ep_disconnect(c, DAT_CLOSE_ABRUPT_FLAG),
+           DAT_SUCCESS);
+    for (int i = 0; i < FLUSH_MANY; ++i) {
+      const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+      if (next_event(shared, &ev) != DAT_DTO_COMPLETION_EVENT ||
+          d->user_cookie.as_64 != 0x100 + (uint64_t)i || d->status != DAT_DTO_ERR_FLUSHED) {
+        printf("     (event %d: 0x%x cookie 0x%llx status %d)\n", i, ev.event_number,
+               (unsigned long long)d->user_cookie.as_64, (int)d->status);
+        break;
+      }
+      ++in_order;
+    }
+    truth("fm: all 48 receives flushed, in posting order, before DISCONNECTED",
+          in_order == FLUSH_MANY);
+    truth("fm: then the server's DISCONNECTED",
+          in_order == FLUSH_MANY && next_event(shared, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED &&
+              ev.event_data.connect_event_data.ep_handle == s);
+    truth("fm: client DISCONNECTED", next_event(c_conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+  }
+  expect("fm: ep_free (client)", dat_ep_free(c), DAT_SUCCESS);
+  expect("fm: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);
+  dat_evd_free(shared);
+  dat_evd_free(c_dto);
+  dat_evd_free(c_conn);
 }
 
 /* DAT connection qualifiers are 64 bits, rdma_cm ports 16: a qualifier above 0xffff maps to
@@ -512,6 +586,7 @@ static void data_path(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL p
     truth("dp: ep_get_status: server idle after the flush", in_idle == DAT_TRUE);
   }
   rdma_read_out_zero(ia, addr, port, pz, cr_evd, c_l, s_r, cbuf, sbuf);
+  flush_many(ia, addr, port, pz, cr_evd, s_l, sbuf);
 out:
   expect("dp: ep_free (client)", dat_ep_free(c), DAT_SUCCESS);
   expect("dp: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);
