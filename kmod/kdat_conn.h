@@ -7,6 +7,7 @@
 #ifndef KDAT_CONN_H
 #define KDAT_CONN_H
 
+#include <linux/completion.h>
 #include <linux/hrtimer.h>
 #include <rdma/ib_cm.h>
 #include "kdat_base.h"
@@ -40,6 +41,16 @@ struct kdat_ep {
 	u32 ird, ord;			/* negotiated when connected */
 	struct ib_cq *cq;
 	struct ib_qp *qp;
+	atomic_t qp_freeing;		/* kdat_ep_free_qp() began */
+	/*
+	 * Posts (any context) hold post_lock around their ib_post_*; kdat
+	 * closes posting under it before moving the QP to ERR or RESET or
+	 * freeing it, so a post is either on the QP before the flush that
+	 * follows, which completes it, or refused (kdat_dto.c).
+	 */
+	spinlock_t post_lock;
+	bool posts_closed;
+	struct completion qp_freed;	/* ... and ended */
 	struct rdma_cm_id *cm_id;	/* the connection's id, or NULL */
 	bool active;			/* this EP connected actively */
 	bool provider_created;		/* made by a provider-flag PSP */
@@ -94,6 +105,7 @@ struct kdat_lmr {
 	void *buf;
 	u64 length;
 	u64 dma;
+	bool unmapped;			/* the device went away first */
 };
 
 /* A memory window for the peer: a fast-registration MR bound through an EP. */
@@ -225,11 +237,17 @@ void kdat_ep_flush(struct kdat_ep *ep);
 void kdat_ep_send_dreq(struct kdat_ep *ep);
 bool kdat_ep_graceful_ready(struct kdat_ep *ep);
 void kdat_ia_free_memory(struct kdat_ia *ia);
+void kdat_ia_release_memory(struct kdat_ia *ia);
 u32 kdat_dto_status(enum ib_wc_status status);
 void kdat_ep_send_done(struct kdat_ep *ep);
 bool kdat_ep_may_post(struct kdat_ep *ep, unsigned int stimulus);
+int kdat_qp_post_send(struct kdat_ep *ep, const struct ib_send_wr *wr);
+int kdat_qp_post_recv(struct kdat_ep *ep, const struct ib_recv_wr *wr);
+void kdat_ep_close_posts(struct kdat_ep *ep);
+void kdat_ep_open_posts(struct kdat_ep *ep);
 /* kdat_sgl.c */
 void kdat_ia_free_mrs(struct kdat_ia *ia);
+void kdat_ia_release_mrs(struct kdat_ia *ia);
 
 /* kdat_obj_of() and the bottom layer's casts rely on it */
 static_assert(offsetof(struct kdat_ia, obj) == 0);

@@ -136,6 +136,62 @@ static void kdat_wr_done(struct ib_cq *cq, struct ib_wc *wc)
 
 /* ---- posting ------------------------------------------------------------------------ */
 
+/*
+ * Every post goes through these two.  -ESHUTDOWN: kdat closed posting (the
+ * QP is being flushed, reset or freed) after the caller's state check.
+ */
+int kdat_qp_post_send(struct kdat_ep *ep, const struct ib_send_wr *wr)
+{
+	unsigned long flags;
+	int err = -ESHUTDOWN;
+
+	spin_lock_irqsave(&ep->post_lock, flags);
+	if (!ep->posts_closed)
+		err = ib_post_send(ep->qp, wr, NULL);
+	spin_unlock_irqrestore(&ep->post_lock, flags);
+	return err;
+}
+
+int kdat_qp_post_recv(struct kdat_ep *ep, const struct ib_recv_wr *wr)
+{
+	unsigned long flags;
+	int err = -ESHUTDOWN;
+
+	spin_lock_irqsave(&ep->post_lock, flags);
+	if (!ep->posts_closed)
+		err = ib_post_recv(ep->qp, wr, NULL);
+	spin_unlock_irqrestore(&ep->post_lock, flags);
+	return err;
+}
+
+/* Before the QP goes to ERR or RESET, or away: posts that got in are on it. */
+void kdat_ep_close_posts(struct kdat_ep *ep)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&ep->post_lock, flags);
+	ep->posts_closed = true;
+	spin_unlock_irqrestore(&ep->post_lock, flags);
+}
+
+/* The QP is back in INIT. */
+void kdat_ep_open_posts(struct kdat_ep *ep)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&ep->post_lock, flags);
+	ep->posts_closed = false;
+	spin_unlock_irqrestore(&ep->post_lock, flags);
+}
+
+static kdat_ret_t kdat_post_failed(struct kdat_ep *ep, int err)
+{
+	if (err == -ESHUTDOWN)
+		return kdat_err(KDAT_DAT_INVALID_STATE,
+				kdat_ep_invalid_state_subtype(READ_ONCE(ep->state)));
+	return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+}
+
 bool kdat_ep_may_post(struct kdat_ep *ep, unsigned int stimulus)
 {
 	struct kdat_ep_step step = kdat_ep_lookup(READ_ONCE(ep->state), stimulus);
@@ -173,6 +229,7 @@ kdat_ret_t kdat_ep_post_recv(struct kdat_ep *ep, const struct kdat_iov *iov, u32
 	struct kdat_wr *ctx;
 	kdat_ret_t ret;
 	u32 total;
+	int err;
 
 	if (!kdat_ep_may_post(ep, KDAT_EP_STIM_POST_RECV))
 		return kdat_err(KDAT_DAT_INVALID_STATE,
@@ -191,9 +248,10 @@ kdat_ret_t kdat_ep_post_recv(struct kdat_ep *ep, const struct kdat_iov *iov, u32
 	wr.wr_cqe = &ctx->cqe;
 	wr.sg_list = sge;
 	wr.num_sge = n_iov;
-	if (ib_post_recv(ep->qp, &wr, NULL)) {
+	err = kdat_qp_post_recv(ep, &wr);
+	if (err) {
 		kdat_wr_put(ep, ctx, true);
-		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+		return kdat_post_failed(ep, err);
 	}
 	return KDAT_DAT_SUCCESS;
 }
@@ -202,12 +260,15 @@ EXPORT_SYMBOL_GPL(kdat_ep_post_recv);
 static kdat_ret_t kdat_post_send_wr(struct kdat_ep *ep, struct ib_send_wr *wr,
 				    struct kdat_wr *ctx)
 {
+	int err;
+
 	WRITE_ONCE(ep->ever_posted, true);
 	atomic_inc(&ep->sends_in_flight);
-	if (ib_post_send(ep->qp, wr, NULL)) {
+	err = kdat_qp_post_send(ep, wr);
+	if (err) {
 		atomic_dec(&ep->sends_in_flight);
 		kdat_wr_put(ep, ctx, false);
-		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+		return kdat_post_failed(ep, err);
 	}
 	return KDAT_DAT_SUCCESS;
 }
@@ -296,6 +357,7 @@ void kdat_ep_flush(struct kdat_ep *ep)
 	lockdep_assert_held(&ep->obj.ctx->lock);
 	if (!ep->qp)
 		return;
+	kdat_ep_close_posts(ep);
 	/*
 	 * Nothing was ever posted (every /dev/kdat EP, and kernel EPs used only
 	 * for connection management): ERR is enough, there is nothing to wait
@@ -353,7 +415,8 @@ EXPORT_SYMBOL_GPL(kdat_lmr_create);
 static void kdat_lmr_release(struct kdat_lmr *lmr)
 {
 	list_del(&lmr->ia_node);
-	ib_dma_unmap_single(lmr->ia->ibdev, lmr->dma, lmr->length, DMA_BIDIRECTIONAL);
+	if (!lmr->unmapped)
+		ib_dma_unmap_single(lmr->ia->ibdev, lmr->dma, lmr->length, DMA_BIDIRECTIONAL);
 	kfree(lmr);
 }
 
@@ -370,12 +433,16 @@ EXPORT_SYMBOL_GPL(kdat_lmr_free);
 
 void kdat_lmr_sync_for_cpu(struct kdat_lmr *lmr)
 {
+	if (READ_ONCE(lmr->unmapped))
+		return;
 	ib_dma_sync_single_for_cpu(lmr->ia->ibdev, lmr->dma, lmr->length, DMA_BIDIRECTIONAL);
 }
 EXPORT_SYMBOL_GPL(kdat_lmr_sync_for_cpu);
 
 void kdat_lmr_sync_for_device(struct kdat_lmr *lmr)
 {
+	if (READ_ONCE(lmr->unmapped))
+		return;
 	ib_dma_sync_single_for_device(lmr->ia->ibdev, lmr->dma, lmr->length, DMA_BIDIRECTIONAL);
 }
 EXPORT_SYMBOL_GPL(kdat_lmr_sync_for_device);
@@ -490,7 +557,30 @@ out:
 }
 EXPORT_SYMBOL_GPL(kdat_rmr_bind);
 
-/* IA teardown and device removal: what kernel consumers did not free. */
+/*
+ * Device removal: the device's mappings and registrations of kernel
+ * consumers' LMRs and RMRs go now; the objects stay on the IA's lists for
+ * their consumer's kdat_lmr_free/kdat_rmr_free, or kdat_ia_close().
+ */
+void kdat_ia_release_memory(struct kdat_ia *ia)
+{
+	struct kdat_lmr *lmr;
+	struct kdat_rmr *rmr;
+
+	lockdep_assert_held(&ia->obj.ctx->lock);
+	list_for_each_entry(rmr, &ia->rmrs, ia_node) {
+		if (rmr->mr)
+			ib_dereg_mr(rmr->mr);
+		rmr->mr = NULL;
+	}
+	list_for_each_entry(lmr, &ia->lmrs, ia_node) {
+		if (!lmr->unmapped)
+			ib_dma_unmap_single(ia->ibdev, lmr->dma, lmr->length, DMA_BIDIRECTIONAL);
+		lmr->unmapped = true;
+	}
+}
+
+/* IA teardown: what kernel consumers did not free. */
 void kdat_ia_free_memory(struct kdat_ia *ia)
 {
 	while (!list_empty(&ia->rmrs))

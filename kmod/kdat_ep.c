@@ -239,6 +239,8 @@ void kdat_qp_set(struct kdat_ep *ep, enum ib_qp_state state)
 
 	if (!ep->qp || (state == IB_QPS_ERR && ep->qp_err))
 		return;
+	if (state == IB_QPS_ERR || state == IB_QPS_RESET)
+		kdat_ep_close_posts(ep);
 	ib_modify_qp(ep->qp, &attr, IB_QP_STATE);
 	ep->qp_err = state == IB_QPS_ERR;
 }
@@ -258,11 +260,16 @@ static int kdat_qp_init(struct kdat_ep *ep)
 				   IB_ACCESS_REMOTE_READ,
 	};
 
+	int err;
+
 	if (!ep->qp)	/* a user QP: the process applies KDAT_IOC_UQP_ATTR's INIT */
 		return 0;
 	ep->qp_err = false;
-	return ib_modify_qp(ep->qp, &attr, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT |
-			    IB_QP_ACCESS_FLAGS);
+	err = ib_modify_qp(ep->qp, &attr, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT |
+			   IB_QP_ACCESS_FLAGS);
+	if (!err)
+		kdat_ep_open_posts(ep);
+	return err;
 }
 
 static kdat_ret_t kdat_ep_attr_check(struct kdat_ia *ia, const struct kdat_ep_attr *a)
@@ -410,6 +417,8 @@ struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr *attr,
 		return NULL;
 	}
 	INIT_WORK(&ep->graceful_work, kdat_ep_graceful_work);
+	init_completion(&ep->qp_freed);
+	spin_lock_init(&ep->post_lock);
 	if (kdat_ep_dto_init(ep, ia->own_ctx && !uqp) || kdat_qp_init(ep)) {
 		kdat_ep_free_qp(ep);
 		kdat_ep_dto_exit(ep);
@@ -422,14 +431,33 @@ struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr *attr,
 	return ep;	/* the caller links or discards it, then kdat_ia_unuse_pd() */
 }
 
+/*
+ * Frees the EP's QP and CQ once.  The consumer's kdat_ep_free() (no lock held)
+ * and a device removal (ctx->lock held) may both get here: the second waits
+ * until the first has destroyed them, so that on return from either no
+ * completion can run.
+ */
 void kdat_ep_free_qp(struct kdat_ep *ep)
 {
-	if (ep->qp)
+	if (atomic_xchg(&ep->qp_freeing, 1)) {
+		wait_for_completion(&ep->qp_freed);
+		return;
+	}
+	/*
+	 * What is still posted completes (flushed) before the QP goes: a
+	 * destroyed QP's requests never complete, and their owners wait.
+	 */
+	if (ep->qp) {
+		kdat_ep_close_posts(ep);
+		if (READ_ONCE(ep->ever_posted))
+			ib_drain_qp(ep->qp);
 		ib_destroy_qp(ep->qp);
+	}
 	if (ep->cq)
 		ib_free_cq(ep->cq);	/* waits for completion processing */
 	ep->qp = NULL;
 	ep->cq = NULL;
+	complete_all(&ep->qp_freed);
 }
 
 /* An EP that never got linked: everything it allocated. */

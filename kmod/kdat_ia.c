@@ -280,10 +280,8 @@ static void kdat_ia_teardown(struct kdat_ia *ia)
 	/* Pending deferred id destructions may still hold the PD's QPs' ids. */
 	flush_workqueue(kdat_wq);
 	mutex_lock(&ctx->lock);
-	if (!ia->removed) {
-		kdat_ia_free_memory(ia);
-		kdat_ia_free_mrs(ia);
-	}
+	kdat_ia_free_memory(ia);	/* after a removal: only what is left of them */
+	kdat_ia_free_mrs(ia);
 	mutex_unlock(&ctx->lock);
 	/* an EP freed by another thread may still be destroying its QP */
 	wait_event(ia->finish_wq, !atomic_read(&ia->eps_finishing));
@@ -425,8 +423,8 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 	}
 	kfree(ids);
 	mutex_lock(&ctx->lock);
-	kdat_ia_free_memory(ia);
-	kdat_ia_free_mrs(ia);
+	kdat_ia_release_memory(ia);
+	kdat_ia_release_mrs(ia);
 	mutex_unlock(&ctx->lock);
 	wait_event(ia->finish_wq, !atomic_read(&ia->eps_finishing));
 	if (ia->pd)

@@ -127,6 +127,14 @@ static kdat_ret_t kdat_sgl_refused(struct kdat_ep *ep)
 	return kdat_err(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(READ_ONCE(ep->state)));
 }
 
+/* -ESHUTDOWN: posting closed after the state check (kdat_qp_post_send) */
+static kdat_ret_t kdat_sgl_post_failed(struct kdat_ep *ep, int err)
+{
+	if (err == -ESHUTDOWN)
+		return kdat_sgl_refused(ep);
+	return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+}
+
 kdat_ret_t kdat_ep_post_sgl(struct kdat_ep *ep, enum kdat_sgl_op op, struct kdat_sgl *sgl,
 			    struct kdat_cqe *cqe, u64 remote_addr, u32 rkey)
 {
@@ -134,7 +142,7 @@ kdat_ret_t kdat_ep_post_sgl(struct kdat_ep *ep, enum kdat_sgl_op op, struct kdat
 	struct ib_rdma_wr rdma = {};
 	struct ib_send_wr *wr = &rdma.wr;
 	u32 max = min_t(u32, ep->attr.max_request_iov, KDAT_SGL_MAX_SGES);
-	int n;
+	int n, err;
 
 	if (!cqe || !cqe->done || op > KDAT_SGL_RDMA_READ)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
@@ -176,9 +184,10 @@ kdat_ret_t kdat_ep_post_sgl(struct kdat_ep *ep, enum kdat_sgl_op op, struct kdat
 	rdma.rkey = rkey;
 	WRITE_ONCE(ep->ever_posted, true);
 	atomic_inc(&ep->sends_in_flight);
-	if (ib_post_send(ep->qp, wr, NULL)) {
+	err = kdat_qp_post_send(ep, wr);
+	if (err) {
 		atomic_dec(&ep->sends_in_flight);
-		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+		return kdat_sgl_post_failed(ep, err);
 	}
 	return KDAT_DAT_SUCCESS;
 }
@@ -204,9 +213,8 @@ kdat_ret_t kdat_ep_post_recv_sgl(struct kdat_ep *ep, struct kdat_sgl *sgl, struc
 	wr.sg_list = sge;
 	wr.num_sge = n;
 	WRITE_ONCE(ep->ever_posted, true);
-	if (ib_post_recv(ep->qp, &wr, NULL))
-		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
-	return KDAT_DAT_SUCCESS;
+	n = kdat_qp_post_recv(ep, &wr);
+	return n ? kdat_sgl_post_failed(ep, n) : KDAT_DAT_SUCCESS;
 }
 EXPORT_SYMBOL_GPL(kdat_ep_post_recv_sgl);
 
@@ -247,7 +255,8 @@ EXPORT_SYMBOL_GPL(kdat_mr_alloc);
 static void kdat_mr_release(struct kdat_mr *mr)
 {
 	list_del(&mr->ia_node);
-	ib_dereg_mr(mr->mr);
+	if (mr->mr)
+		ib_dereg_mr(mr->mr);
 	kfree(mr);
 }
 
@@ -261,7 +270,23 @@ void kdat_mr_free(struct kdat_mr *mr)
 }
 EXPORT_SYMBOL_GPL(kdat_mr_free);
 
-/* IA teardown and device removal: the MRs a kernel consumer did not free.  ctx->lock held. */
+/*
+ * Device removal: the MRs' registrations go now; the MRs stay on the IA's list
+ * for their consumer's kdat_mr_free() or kdat_ia_close().
+ */
+void kdat_ia_release_mrs(struct kdat_ia *ia)
+{
+	struct kdat_mr *mr;
+
+	lockdep_assert_held(&ia->obj.ctx->lock);
+	list_for_each_entry(mr, &ia->mrs, ia_node) {
+		if (mr->mr)
+			ib_dereg_mr(mr->mr);
+		mr->mr = NULL;
+	}
+}
+
+/* IA teardown: the MRs a kernel consumer did not free.  ctx->lock held. */
 void kdat_ia_free_mrs(struct kdat_ia *ia)
 {
 	lockdep_assert_held(&ia->obj.ctx->lock);
@@ -278,7 +303,8 @@ kdat_ret_t kdat_ep_post_reg_mr(struct kdat_ep *ep, struct kdat_mr *mr, struct kd
 	if (!mr || !sgl || sgl->dma_nents <= 0 || mr->ia != ep->ia ||
 	    access & ~(KDAT_RMR_REMOTE_READ | KDAT_RMR_REMOTE_WRITE))
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
-	if (!kdat_ep_may_post(ep, KDAT_EP_STIM_POST_SEND) || !ep->wrs)
+	/* an MR whose device went away has no registration left (kdat_ia_release_mrs) */
+	if (!kdat_ep_may_post(ep, KDAT_EP_STIM_POST_SEND) || !ep->wrs || !mr->mr)
 		return kdat_sgl_refused(ep);
 	n = ib_map_mr_sg(mr->mr, sgl->sg, sgl->dma_nents, NULL, PAGE_SIZE);
 	if (n != sgl->dma_nents)	/* more pages than max_pages, or a gap inside a page */
@@ -293,8 +319,9 @@ kdat_ret_t kdat_ep_post_reg_mr(struct kdat_ep *ep, struct kdat_mr *mr, struct kd
 		     (access & KDAT_RMR_REMOTE_READ ? IB_ACCESS_REMOTE_READ : 0) |
 		     (access & KDAT_RMR_REMOTE_WRITE ? IB_ACCESS_REMOTE_WRITE : 0);
 	WRITE_ONCE(ep->ever_posted, true);
-	if (ib_post_send(ep->qp, &reg.wr, NULL))
-		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+	n = kdat_qp_post_send(ep, &reg.wr);
+	if (n)
+		return kdat_sgl_post_failed(ep, n);
 	*rkey = mr->mr->rkey;
 	*addr = mr->mr->iova;
 	return KDAT_DAT_SUCCESS;
@@ -304,10 +331,11 @@ EXPORT_SYMBOL_GPL(kdat_ep_post_reg_mr);
 kdat_ret_t kdat_ep_post_local_inv(struct kdat_ep *ep, struct kdat_mr *mr, struct kdat_cqe *cqe)
 {
 	struct ib_send_wr wr = {};
+	int n;
 
 	if (!mr || mr->ia != ep->ia || !cqe || !cqe->done)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
-	if (!kdat_ep_may_post(ep, KDAT_EP_STIM_POST_SEND) || !ep->wrs)
+	if (!kdat_ep_may_post(ep, KDAT_EP_STIM_POST_SEND) || !ep->wrs || !mr->mr)
 		return kdat_sgl_refused(ep);
 	cqe->ib.done = kdat_cqe_done;
 	cqe->recv = 0;
@@ -318,9 +346,10 @@ kdat_ret_t kdat_ep_post_local_inv(struct kdat_ep *ep, struct kdat_mr *mr, struct
 	wr.send_flags = IB_SEND_SIGNALED;
 	WRITE_ONCE(ep->ever_posted, true);
 	atomic_inc(&ep->sends_in_flight);
-	if (ib_post_send(ep->qp, &wr, NULL)) {
+	n = kdat_qp_post_send(ep, &wr);
+	if (n) {
 		atomic_dec(&ep->sends_in_flight);
-		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
+		return kdat_sgl_post_failed(ep, n);
 	}
 	return KDAT_DAT_SUCCESS;
 }

@@ -239,8 +239,10 @@ kdat_ret_t kdat_ep_post_rdma_read(struct kdat_ep *ep, const struct kdat_iov *iov
  *   may not sleep for long), without any kdat lock, once per post (a flush
  *   error when the connection ended), and may post again.
  *
- * Once the IA's device is gone, kdat_sgl_unmap and the syncs do nothing, and
- * kdat_ia_close() (or the removal) has freed the IA's MRs, as its LMRs and RMRs.
+ * Once the IA's device is gone, kdat_sgl_unmap and the syncs do nothing and
+ * registrations are refused; the removal released the device's side of the
+ * IA's MRs (as of its LMRs and RMRs), and the consumer still frees them with
+ * kdat_mr_free() (kdat_lmr_free(), kdat_rmr_free()), or kdat_ia_close() does.
  *
  * kdat_sgl_map/unmap and every kdat_ep_post_* here may be called from
  * process, softirq or blk-mq (atomic) context: they never sleep.  Posts are
