@@ -27,6 +27,7 @@ module:
 	@test -n "$(KVER)" || { echo "no guest kernel headers: run 'make deps'" >&2; exit 1; }
 	$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod W=1 KCFLAGS=-Werror modules
 	$(call build_against_kdat,kmod/samples)
+	$(call build_against_kdat,kmod/blk)
 
 user:
 	cmake -S user -B $(BUILD)/user -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -130,5 +131,6 @@ help:
 clean:
 	-$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod clean
 	-$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod/samples clean
+	-$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod/blk clean
 	-$(MAKE) -C $(KDIR) M=$(CURDIR)/bench/kmod clean
 	rm -rf $(BUILD)
