@@ -1,0 +1,290 @@
+"""The block driver pair on kdat's kernel API (#22): kdat_blkt exports a RAM disk (brd) or a
+null_blk device, kdat_blk makes /dev/kdatb0 on it over rxe.  A filesystem, fio --verify, flush and
+discard, the target going away and coming back mid-run, the RDMA device removed under I/O, and
+module parameters that are refused with a message that says what to give."""
+import hashlib
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from kdat_harness import guest
+from kdat_harness.dat import Kdat, next_port
+
+BLK_KO = os.path.join(guest.KMOD_DIR, "blk", "kdat_blk.ko")
+BLKT_KO = os.path.join(guest.KMOD_DIR, "blk", "kdat_blkt.ko")
+DEV = "/dev/kdatb0"
+MNT = "/tmp/kdat-blk-mnt"
+
+
+def blk_param(name, module="kdat_blk"):
+    with open(f"/sys/module/{module}/parameters/{name}") as f:
+        return f.read().strip()
+
+
+def has_module(name):
+    return guest.run("modprobe", "-n", name, check=False).returncode == 0
+
+
+def wait_for(cond, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def mounted():
+    with open("/proc/mounts") as f:
+        return any(line.split()[1] == MNT for line in f)
+
+
+@pytest.fixture
+def ramdisk(kdat_module):
+    """A 64 MiB brd RAM disk to export (Debian's kernel has brd; the debug kernel has none)."""
+    if not has_module("brd"):
+        pytest.skip("this kernel has no brd module to export (the debug test kernel)")
+    guest.run("modprobe", "brd", "rd_nr=1", "rd_size=65536")
+    yield "/dev/ram0"
+    assert guest.run("rmmod", "brd", check=False).returncode == 0
+
+
+@pytest.fixture
+def blk(kdat_module, kernel_log, rdma):
+    """Loads kdat_blkt and kdat_blk; the teardown unmounts and unloads both, whatever happened."""
+    port = next_port()
+    loaded = []
+
+    def target(path, **params):
+        args = [f"path={path}", f"port={port}", f"ia_name={rdma['KDAT_TEST_NETDEV']}"]
+        r = guest.run("insmod", BLKT_KO, *args, *[f"{k}={v}" for k, v in params.items()],
+                      check=False)
+        assert r.returncode == 0, (r.stderr, kernel_log.new_lines())
+        loaded.append("kdat_blkt")
+
+    def initiator(**params):
+        args = [f"target={rdma['KDAT_TEST_ADDR']}", f"port={port}",
+                f"ia_name={rdma['KDAT_TEST_NETDEV']}"]
+        r = guest.run("insmod", BLK_KO, *args, *[f"{k}={v}" for k, v in params.items()],
+                      check=False)
+        assert r.returncode == 0, (r.stderr, kernel_log.new_lines())
+        loaded.append("kdat_blk")
+        wait_for(lambda: os.path.exists(DEV), 30, f"{DEV} did not appear")
+
+    target.port = port
+    initiator.expect_resets = False
+    yield target, initiator
+    if guest.module_loaded("kdat_blk") and not initiator.expect_resets:
+        # a request that got no answer would only show as a reset after io_timeout
+        wait_for(lambda: open("/sys/block/kdatb0/inflight").read().split() == ["0", "0"], 10,
+                 "requests still in flight with nothing running: an answer was lost")
+        assert blk_param("resets") == "0", kernel_log.new_lines()[-20:]
+        guest.run("umount", MNT, check=False)
+    for module in ("kdat_blk", "kdat_blkt"):
+        if guest.module_loaded(module):
+            r = guest.unload_module(module)
+            assert r.returncode == 0, r.stderr
+
+
+def fio(*args, timeout=600, check=True):
+    cmd = ["fio", "--name=kdat", f"--filename={DEV}", "--direct=1", "--ioengine=libaio",
+           "--output-format=json", *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return r
+
+
+@pytest.mark.parametrize("module,params,message", [
+    ("kdat_blk", [], "target=: give the target's IPv4 address"),
+    ("kdat_blk", ["target=192.0.2.1"], "port=0: give the target's port"),
+    ("kdat_blk", ["target=192.0.2.1", "port=4420", "queue_depth=0"], "queue_depth=0: 1-128"),
+    ("kdat_blk", ["target=192.0.2.1", "port=4420", "queue_depth=129"], "queue_depth=129: 1-128"),
+    ("kdat_blk", ["target=192.0.2.1", "port=4420", "nr_queues=17"], "nr_queues=17: 1-16"),
+    ("kdat_blk", ["target=192.0.2.1", "port=4420", "reconnect_delay=0"], "reconnect_delay 1-3600"),
+    ("kdat_blk", ["target=192.0.2.1", "port=PORT"], "cannot connect to 192.0.2.1 port"),
+    ("kdat_blkt", ["port=4420"], "path= is required"),
+    ("kdat_blkt", ["port=4420", "path=/dev/kdat-no-such-disk"], "cannot open /dev/kdat-no-such-disk"),
+    ("kdat_blkt", ["path=/dev/null"], "port=0: give the port"),
+    ("kdat_blkt", ["port=4420", "path=/dev/null", "max_queue_depth=0"], "max_queue_depth=0: 1-128"),
+])
+def test_bad_module_parameters_are_refused_with_a_clear_message(kdat_module, kernel_log, rdma,
+                                                                module, params, message):
+    """Nothing loads, and the kernel log says what to give; a connect to a port nobody listens on
+    fails the load instead of leaving a device that never works."""
+    params = [p.replace("PORT", str(next_port())) for p in params]
+    ko = BLK_KO if module == "kdat_blk" else BLKT_KO
+    r = guest.run("insmod", ko, *params, check=False)
+    assert r.returncode != 0
+    assert not guest.module_loaded(module)
+    assert any(message in line for line in kernel_log.new_lines()), message
+
+
+def test_a_target_refuses_a_queue_deeper_than_it_takes(ramdisk, blk, kernel_log, rdma):
+    target, _ = blk
+    target(ramdisk, max_queue_depth=8)
+    r = guest.run("insmod", BLK_KO, f"target={rdma['KDAT_TEST_ADDR']}",
+                  f"port={target.port}", "queue_depth=16", check=False)
+    assert r.returncode != 0 and not guest.module_loaded("kdat_blk")
+    lines = kernel_log.new_lines()
+    assert any("refused queue 0: depth 16 (this target takes 1-8)" in line for line in lines)
+    assert any("the target refused it (reason 2)" in line for line in lines)
+
+
+def test_a_filesystem_keeps_its_files_across_unmount_and_a_new_connection(ramdisk, blk):
+    target, initiator = blk
+    target(ramdisk)
+    initiator(nr_queues=2, queue_depth=16)
+    assert int(open("/sys/block/kdatb0/size").read()) == 65536 * 2, "the RAM disk's 64 MiB"
+    guest.run("mkfs.ext4", "-q", "-F", DEV)
+    os.makedirs(MNT, exist_ok=True)
+    guest.run("mount", DEV, MNT)
+    digests = {}
+    for i, size in enumerate((4096, 1 << 20, 5 << 20)):
+        data = os.urandom(size)
+        with open(os.path.join(MNT, f"f{i}"), "wb") as f:
+            f.write(data)
+        digests[f"f{i}"] = hashlib.sha256(data).hexdigest()
+    guest.run("umount", MNT)
+    # a new initiator, new connections: what is on the target's disk is what was written
+    assert guest.unload_module("kdat_blk").returncode == 0
+    initiator(nr_queues=1, queue_depth=4)
+    guest.run("fsck.ext4", "-n", "-f", DEV)
+    guest.run("mount", DEV, MNT)
+    for name, digest in digests.items():
+        with open(os.path.join(MNT, name), "rb") as f:
+            assert hashlib.sha256(f.read()).hexdigest() == digest, name
+    guest.run("umount", MNT)
+
+
+@pytest.mark.parametrize("rw,bs,iodepth,queue_depth", [
+    ("randwrite", "4k", 1, 4),
+    ("randwrite", "4k", 32, 32),
+    ("write", "128k", 4, 8),
+    ("randwrite", "64k", 16, 16),
+])
+def test_fio_verifies_every_block(ramdisk, blk, rw, bs, iodepth, queue_depth):
+    """fio writes with a checksum in every block, then reads everything back and checks it."""
+    target, initiator = blk
+    target(ramdisk)
+    initiator(nr_queues=2, queue_depth=queue_depth)
+    r = fio(f"--rw={rw}", f"--bs={bs}", f"--iodepth={iodepth}", "--size=16M",
+            "--verify=crc32c", "--do_verify=1", "--verify_fatal=1")
+    job = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
+    assert job["error"] == 0
+    # every block written, then every block read back and checked
+    assert job["write"]["io_kbytes"] == 16 * 1024 and job["read"]["io_kbytes"] == 16 * 1024
+    assert int(blk_param("writes", "kdat_blkt")) > 0 and int(blk_param("reads", "kdat_blkt")) > 0
+    assert int(blk_param("failures", "kdat_blkt")) == 0
+
+
+def test_the_drivers_eps_are_in_the_shared_table_under_their_names(ramdisk, blk):
+    target, initiator = blk
+    target(ramdisk)
+    initiator(nr_queues=2, queue_depth=4)
+    ep_type = guest.UAPI.consts["KDAT_REC_EP"]
+    with Kdat() as k:
+        tables = {t.comm: t.id for t in k.table_list()[1]}
+        assert {"kdat_blk", "kdat_blkt"} <= set(tables), tables
+        counts = {}
+        for comm in ("kdat_blk", "kdat_blkt"):
+            k.table_attach(tables[comm])
+            with k.view() as v:
+                counts[comm] = sum(1 for _, r in v.live_records() if r.type == ep_type)
+    assert counts == {"kdat_blk": 2, "kdat_blkt": 2}, "one EP per hardware queue on each side"
+
+
+def test_flush_and_discard_reach_the_targets_device(blk, kdat_module):
+    """null_blk with a volatile cache and discard: the initiator's queue says write back, an fsync
+    becomes a flush at the target, and a discarded range reads back as zeros."""
+    if not has_module("null_blk"):
+        pytest.skip("this kernel has no null_blk module (the debug test kernel)")
+    guest.run("modprobe", "null_blk", "nr_devices=1", "memory_backed=1", "cache_size=16",
+              "discard=1", "gb=1", "bs=4096")
+    try:
+        target, initiator = blk
+        target("/dev/nullb0")
+        initiator(nr_queues=1, queue_depth=8)
+        assert open("/sys/block/kdatb0/queue/write_cache").read().strip() == "write back"
+        assert int(open("/sys/block/kdatb0/queue/discard_max_bytes").read()) > 0
+        fio("--rw=write", "--bs=64k", "--size=4M", "--fsync=1")
+        assert int(blk_param("flushes", "kdat_blkt")) > 0, "no flush reached the target"
+        guest.run("blkdiscard", "-f", "-o", "0", "-l", str(1 << 20), DEV)
+        assert int(blk_param("discards", "kdat_blkt")) > 0
+        with open(DEV, "rb", buffering=0) as f:
+            assert f.read(1 << 20) == bytes(1 << 20), "the discarded range is not zeros"
+            assert f.read(4096) != bytes(4096), "past the range, the written data is still there"
+        assert guest.unload_module("kdat_blk").returncode == 0
+        assert guest.unload_module("kdat_blkt").returncode == 0
+    finally:
+        for module in ("kdat_blk", "kdat_blkt"):
+            if guest.module_loaded(module):
+                guest.unload_module(module)
+        guest.run("rmmod", "null_blk", check=False)
+
+
+def test_the_target_unloaded_and_reloaded_mid_verify_loses_nothing(ramdisk, blk, kernel_log):
+    """The target goes away under a verify run and comes back: the requests in flight are
+    requeued, the initiator reconnects, and every block still verifies."""
+    target, initiator = blk
+    target(ramdisk)
+    initiator.expect_resets = True
+    initiator(nr_queues=2, queue_depth=8, reconnect_delay=1, ctrl_loss_tmo=60)
+    run = subprocess.Popen(["fio", "--name=kdat", f"--filename={DEV}", "--direct=1",
+                            "--ioengine=libaio", "--rw=randwrite", "--bs=16k", "--iodepth=8",
+                            "--size=32M", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: int(blk_param("writes", "kdat_blkt")) > 200, 120, "no writes arrived")
+        assert guest.unload_module("kdat_blkt").returncode == 0
+        wait_for(lambda: blk_param("state") == "connecting", 30, "the initiator saw no loss")
+        time.sleep(2)
+        target(ramdisk)
+        out, _ = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, out[-3000:]
+    assert blk_param("state") == "live"
+    assert int(blk_param("reconnects")) >= 1
+    resume_ms = int(blk_param("last_resume_ms"))
+    assert resume_ms > 2000, "the target was away for 2 s at least"
+    print(f"kdat_blk: target restart to I/O resuming: {resume_ms} ms")
+
+
+@pytest.fixture
+def removable_rxe(rdma):
+    yield rdma["KDAT_TEST_IBDEV"]
+    guest.run("rdma", "link", "delete", rdma["KDAT_TEST_IBDEV"], check=False)
+    guest.rdma_up()
+
+
+def test_rdma_device_removed_under_io_fails_io_then_everything_unloads(removable_rxe, ramdisk,
+                                                                       blk):
+    """rxe goes away with requests in flight: after ctrl_loss_tmo the I/O fails (fio sees
+    errors, nothing hangs), and both modules unload."""
+    target, initiator = blk
+    target(ramdisk)
+    initiator.expect_resets = True
+    initiator(nr_queues=2, queue_depth=8, ctrl_loss_tmo=3)
+    run = subprocess.Popen(["fio", "--name=kdat", f"--filename={DEV}", "--direct=1",
+                            "--ioengine=libaio", "--rw=randrw", "--bs=16k", "--iodepth=8",
+                            "--size=32M", "--time_based", "--runtime=120"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: int(blk_param("writes", "kdat_blkt")) > 100, 120, "no I/O arrived")
+        guest.run("rdma", "link", "delete", removable_rxe)
+        wait_for(lambda: blk_param("state") == "dead", 60, "I/O did not fail after 3 s")
+        out, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode != 0, "fio saw no error"
+    with open(DEV, "rb", buffering=0) as f:
+        with pytest.raises(OSError):
+            os.pread(f.fileno(), 4096, 0)
+    assert guest.unload_module("kdat_blk").returncode == 0
+    assert guest.unload_module("kdat_blkt").returncode == 0
