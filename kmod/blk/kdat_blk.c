@@ -15,8 +15,9 @@
  * The connection events drive the device.  When a queue's connection ends
  * (the target unloaded, the device removed, the peer gone) the device
  * stops dispatching, every queue is torn down, the requests in flight go back
- * to blk-mq's requeue list, and the controller reconnects every
- * reconnect_delay seconds.  Once connected again the requests run again;
+ * to blk-mq's requeue list, and the controller reconnects: first after
+ * 100 ms, then at doubling intervals up to reconnect_delay seconds.  Once
+ * connected again the requests run again;
  * after ctrl_loss_tmo seconds without a connection, I/O fails instead (the
  * way nvme-rdma's ctrl_loss_tmo does).
  */
@@ -49,7 +50,10 @@ module_param(ctrl_loss_tmo, int, 0444);
 MODULE_PARM_DESC(ctrl_loss_tmo, "seconds to keep reconnecting before I/O fails (-1: for ever)");
 static int reconnect_delay = 1;
 module_param(reconnect_delay, int, 0444);
-MODULE_PARM_DESC(reconnect_delay, "seconds between reconnect attempts (1-3600)");
+MODULE_PARM_DESC(reconnect_delay, "the most seconds between reconnect attempts (1-3600)");
+
+/* the first reconnect attempt after a loss; each failed one doubles the wait, up to reconnect_delay */
+#define KBLK_FIRST_RETRY_MS	100
 static int io_timeout = 30;
 module_param(io_timeout, int, 0444);
 MODULE_PARM_DESC(io_timeout, "seconds before a request with no answer resets the connection");
@@ -127,6 +131,7 @@ static struct {
 	atomic_t reset_requested;	/* by a callback or a timeout (kblk_error) */
 	u32 reconnects, resets;
 	u32 last_resume_ms;		/* loss to live, the last time */
+	u32 retry_ms;			/* the wait before the next reconnect attempt */
 } ctrl;
 
 static struct workqueue_struct *kblk_wq;
@@ -597,6 +602,7 @@ static void kblk_err_work(struct work_struct *work)
 		ctrl.lost_at = jiffies;
 		ctrl.loss_deadline = jiffies + (unsigned long)max(ctrl_loss_tmo, 0) * HZ;
 		ctrl.resets++;
+		ctrl.retry_ms = KBLK_FIRST_RETRY_MS;
 		pr_info("kdat_blk: connection lost: reconnecting (for %d s at most)\n", ctrl_loss_tmo);
 	}
 	kblk_quiesce();
@@ -616,7 +622,12 @@ static void kblk_err_work(struct work_struct *work)
 		kblk_unquiesce();
 	} else {
 		set_state(KBLK_CONNECTING);
-		queue_delayed_work(kblk_wq, &ctrl.connect_work, reconnect_delay * HZ);
+		/*
+		 * A restarted target is back within seconds: try soon, then less
+		 * often (each attempt opens an IA and connects every queue).
+		 */
+		queue_delayed_work(kblk_wq, &ctrl.connect_work, msecs_to_jiffies(ctrl.retry_ms));
+		ctrl.retry_ms = min_t(u32, 2 * ctrl.retry_ms, reconnect_delay * MSEC_PER_SEC);
 	}
 	mutex_unlock(&ctrl.lock);
 }
