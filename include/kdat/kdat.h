@@ -237,7 +237,10 @@ kdat_ret_t kdat_ep_post_rdma_read(struct kdat_ep *ep, const struct kdat_iov *iov
  * - Every post names a struct kdat_cqe that the caller owns until its done()
  *   has run.  done() runs in the EP's CQ polling context (a workqueue, so it
  *   may not sleep for long), without any kdat lock, once per post (a flush
- *   error when the connection ended), and may post again.
+ *   error when the connection ended, or when the EP is freed), and may post
+ *   again; it must not call kdat's sleeping calls (kdat_mr_free, kdat_ep_*
+ *   other than the posts): kdat may be waiting, under its locks, for it to
+ *   return (a disconnect or a device removal drains the QP).
  *
  * Once the IA's device is gone, kdat_sgl_unmap and the syncs do nothing and
  * registrations are refused; the removal released the device's side of the
