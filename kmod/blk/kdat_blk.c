@@ -15,9 +15,9 @@
  * The connection events drive the device.  When a queue's connection ends
  * (the target unloaded, the device removed, the peer gone) the device
  * stops dispatching, every queue is torn down, the requests in flight go back
- * to blk-mq's requeue list, and the controller reconnects: first after
- * 100 ms, then at doubling intervals up to reconnect_delay seconds.  Once
- * connected again the requests run again;
+ * to blk-mq's requeue list, and the controller reconnects: every 100 ms for
+ * the first 5 s, then at doubling intervals up to reconnect_delay seconds.
+ * Once connected again the requests run again;
  * after ctrl_loss_tmo seconds without a connection, I/O fails instead (the
  * way nvme-rdma's ctrl_loss_tmo does).
  */
@@ -50,10 +50,15 @@ module_param(ctrl_loss_tmo, int, 0444);
 MODULE_PARM_DESC(ctrl_loss_tmo, "seconds to keep reconnecting before I/O fails (-1: for ever)");
 static int reconnect_delay = 1;
 module_param(reconnect_delay, int, 0444);
-MODULE_PARM_DESC(reconnect_delay, "the most seconds between reconnect attempts (1-3600)");
+MODULE_PARM_DESC(reconnect_delay, "the most seconds between reconnect attempts, after the first 5 s (1-3600)");
 
-/* the first reconnect attempt after a loss; each failed one doubles the wait, up to reconnect_delay */
+/*
+ * Reconnect attempts after a loss: every 100 ms for the first seconds (a
+ * restarted target is back within them), then at doubling intervals up to
+ * reconnect_delay.
+ */
 #define KBLK_FIRST_RETRY_MS	100
+#define KBLK_FAST_RETRY_MS	5000
 static int io_timeout = 30;
 module_param(io_timeout, int, 0444);
 MODULE_PARM_DESC(io_timeout, "seconds before a request with no answer resets the connection");
@@ -627,7 +632,9 @@ static void kblk_err_work(struct work_struct *work)
 		 * often (each attempt opens an IA and connects every queue).
 		 */
 		queue_delayed_work(kblk_wq, &ctrl.connect_work, msecs_to_jiffies(ctrl.retry_ms));
-		ctrl.retry_ms = min_t(u32, 2 * ctrl.retry_ms, reconnect_delay * MSEC_PER_SEC);
+		if (jiffies_to_msecs(jiffies - ctrl.lost_at) >= KBLK_FAST_RETRY_MS)
+			ctrl.retry_ms = min_t(u32, 2 * ctrl.retry_ms,
+					      reconnect_delay * MSEC_PER_SEC);
 	}
 	mutex_unlock(&ctrl.lock);
 }
