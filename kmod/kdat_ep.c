@@ -259,7 +259,6 @@ static int kdat_qp_init(struct kdat_ep *ep)
 		.qp_access_flags = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
 				   IB_ACCESS_REMOTE_READ,
 	};
-
 	int err;
 
 	if (!ep->qp)	/* a user QP: the process applies KDAT_IOC_UQP_ATTR's INIT */
