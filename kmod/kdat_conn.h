@@ -245,6 +245,7 @@ int kdat_qp_post_send(struct kdat_ep *ep, const struct ib_send_wr *wr);
 int kdat_qp_post_recv(struct kdat_ep *ep, const struct ib_recv_wr *wr);
 void kdat_ep_close_posts(struct kdat_ep *ep);
 void kdat_ep_open_posts(struct kdat_ep *ep);
+kdat_ret_t kdat_post_failed(struct kdat_ep *ep, int err);
 /* kdat_sgl.c */
 void kdat_ia_free_mrs(struct kdat_ia *ia);
 void kdat_ia_release_mrs(struct kdat_ia *ia);

@@ -184,7 +184,8 @@ void kdat_ep_open_posts(struct kdat_ep *ep)
 	spin_unlock_irqrestore(&ep->post_lock, flags);
 }
 
-static kdat_ret_t kdat_post_failed(struct kdat_ep *ep, int err)
+/* A post's ib_post_* failed: refused (-ESHUTDOWN, posting closed) or out of room. */
+kdat_ret_t kdat_post_failed(struct kdat_ep *ep, int err)
 {
 	if (err == -ESHUTDOWN)
 		return kdat_err(KDAT_DAT_INVALID_STATE,

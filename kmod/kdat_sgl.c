@@ -127,14 +127,6 @@ static kdat_ret_t kdat_sgl_refused(struct kdat_ep *ep)
 	return kdat_err(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(READ_ONCE(ep->state)));
 }
 
-/* -ESHUTDOWN: posting closed after the state check (kdat_qp_post_send) */
-static kdat_ret_t kdat_sgl_post_failed(struct kdat_ep *ep, int err)
-{
-	if (err == -ESHUTDOWN)
-		return kdat_sgl_refused(ep);
-	return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
-}
-
 kdat_ret_t kdat_ep_post_sgl(struct kdat_ep *ep, enum kdat_sgl_op op, struct kdat_sgl *sgl,
 			    struct kdat_cqe *cqe, u64 remote_addr, u32 rkey)
 {
@@ -187,7 +179,7 @@ kdat_ret_t kdat_ep_post_sgl(struct kdat_ep *ep, enum kdat_sgl_op op, struct kdat
 	err = kdat_qp_post_send(ep, wr);
 	if (err) {
 		atomic_dec(&ep->sends_in_flight);
-		return kdat_sgl_post_failed(ep, err);
+		return kdat_post_failed(ep, err);
 	}
 	return KDAT_DAT_SUCCESS;
 }
@@ -214,7 +206,7 @@ kdat_ret_t kdat_ep_post_recv_sgl(struct kdat_ep *ep, struct kdat_sgl *sgl, struc
 	wr.num_sge = n;
 	WRITE_ONCE(ep->ever_posted, true);
 	n = kdat_qp_post_recv(ep, &wr);
-	return n ? kdat_sgl_post_failed(ep, n) : KDAT_DAT_SUCCESS;
+	return n ? kdat_post_failed(ep, n) : KDAT_DAT_SUCCESS;
 }
 EXPORT_SYMBOL_GPL(kdat_ep_post_recv_sgl);
 
@@ -321,7 +313,7 @@ kdat_ret_t kdat_ep_post_reg_mr(struct kdat_ep *ep, struct kdat_mr *mr, struct kd
 	WRITE_ONCE(ep->ever_posted, true);
 	n = kdat_qp_post_send(ep, &reg.wr);
 	if (n)
-		return kdat_sgl_post_failed(ep, n);
+		return kdat_post_failed(ep, n);
 	*rkey = mr->mr->rkey;
 	*addr = mr->mr->iova;
 	return KDAT_DAT_SUCCESS;
@@ -349,7 +341,7 @@ kdat_ret_t kdat_ep_post_local_inv(struct kdat_ep *ep, struct kdat_mr *mr, struct
 	n = kdat_qp_post_send(ep, &wr);
 	if (n) {
 		atomic_dec(&ep->sends_in_flight);
-		return kdat_sgl_post_failed(ep, n);
+		return kdat_post_failed(ep, n);
 	}
 	return KDAT_DAT_SUCCESS;
 }
