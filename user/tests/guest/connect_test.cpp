@@ -1,5 +1,6 @@
 // Connections: accept/reject/disconnect in one process and between two processes (fork), provider
 // PSPs, RSPs, dup_connect, and the kernel sample consumer kdat_echo on the other end.
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -273,24 +274,33 @@ TEST(TwoProcesses, ChildConnectsParentAcceptsAndDisconnects) {
 }
 
 TEST(TwoProcesses, ChildExitDisconnectsItsPeer) {
-  // close() of the child's file tears its connection down: the parent sees DISCONNECTED.
+  // close() of the child's file tears its connection down: the parent sees DISCONNECTED.  The
+  // child exits only once the parent's side is ESTABLISHED too: an exit right after the child's
+  // own ESTABLISHED may send its DREQ before the passive side has taken the RTU (an RTU is
+  // never retransmitted), and the parent then rightly sees ACCEPT_COMPLETION_ERROR instead.
   Side server;
   const auto port = next_port();
   kdat::Psp psp(server.ia, server.crevd, port);
+  int both_up[2];
+  ASSERT_EQ(::pipe(both_up), 0);
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     int rc = 1;
+    ::close(both_up[1]);
     try {
       Side client;
       kdat::Endpoint ep(client.ia, client.evd);
       ep.connect(remote(), port, 10s);
       if (client.evd.wait(1, 20s).number == KDAT_DAT_CONNECTION_EVENT_ESTABLISHED) rc = 0;
+      pollfd parent_ready{both_up[0], POLLIN, 0};
+      if (::poll(&parent_ready, 1, 20000) != 1) rc = 3;
     } catch (...) {
       rc = 2;
     }
     ::_exit(rc);  // its file closes with the connection up
   }
+  ::close(both_up[0]);
   const auto req = expect_event(server.crevd, KDAT_DAT_CONNECTION_REQUEST_EVENT, 20s);
   kdat::Endpoint sep(server.ia, server.evd);
   if (req.is_connection_request()) {
@@ -298,6 +308,8 @@ TEST(TwoProcesses, ChildExitDisconnectsItsPeer) {
     cr.accept(sep);
   }
   expect_event(server.evd, KDAT_DAT_CONNECTION_EVENT_ESTABLISHED, 20s);
+  ASSERT_EQ(::write(both_up[1], "x", 1), 1);
+  ::close(both_up[1]);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
