@@ -208,10 +208,9 @@ static void req_put(struct kblk_req *req)
 	blk_mq_complete_request(blk_mq_rq_from_pdu(req));
 }
 
-static void cmd_sent(struct kdat_cqe *cqe, const struct kdat_completion *c)
+/* The command's send, or the local invalidate after the response, completed. */
+static void req_step_done(struct kblk_req *req, const struct kdat_completion *c)
 {
-	struct kblk_req *req = container_of(cqe, struct kblk_req, send_cqe);
-
 	if (c->dto_status != KDAT_DAT_DTO_SUCCESS) {
 		/* the connection is going: the reset requeues the request */
 		kblk_error();
@@ -220,15 +219,14 @@ static void cmd_sent(struct kdat_cqe *cqe, const struct kdat_completion *c)
 	req_put(req);
 }
 
+static void cmd_sent(struct kdat_cqe *cqe, const struct kdat_completion *c)
+{
+	req_step_done(container_of(cqe, struct kblk_req, send_cqe), c);
+}
+
 static void inv_done(struct kdat_cqe *cqe, const struct kdat_completion *c)
 {
-	struct kblk_req *req = container_of(cqe, struct kblk_req, inv_cqe);
-
-	if (c->dto_status != KDAT_DAT_DTO_SUCCESS) {
-		kblk_error();
-		return;
-	}
-	req_put(req);
+	req_step_done(container_of(cqe, struct kblk_req, inv_cqe), c);
 }
 
 static void rsp_received(struct kdat_cqe *cqe, const struct kdat_completion *c)
