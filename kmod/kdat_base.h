@@ -150,7 +150,9 @@ struct kdat_ia {
 	struct kdat_device *kdev;	/* NULL once the device is gone */
 	struct ib_device *ibdev;
 	u32 port_num;
-	struct ib_pd *pd;
+	struct ib_pd *pd;		/* NULL once freed (kdat_ia_free_pd) */
+	/* the PD's, for posts: a post that races the PD's end is refused, never dereferences it */
+	u32 local_dma_lkey;
 	const struct kdat_cm_ops *cm;	/* kdat_cm_rdma, or a KUnit fake */
 	struct sockaddr_storage addr;
 	char netdev_name[KDAT_NAME_MAX];

@@ -216,7 +216,7 @@ static kdat_ret_t kdat_build_sges(struct kdat_ep *ep, const struct kdat_iov *iov
 			return kdat_err(KDAT_DAT_PROTECTION_VIOLATION, KDAT_DAT_NO_SUBTYPE);
 		sge[i].addr = v->lmr->dma + v->offset;
 		sge[i].length = v->length;
-		sge[i].lkey = ep->ia->pd->local_dma_lkey;
+		sge[i].lkey = ep->ia->local_dma_lkey;
 		*total += v->length;
 	}
 	return KDAT_DAT_SUCCESS;

@@ -146,6 +146,7 @@ kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, u32 flags,
 		ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_PROTECTION_DOMAIN);
 		goto err_free;
 	}
+	ia->local_dma_lkey = ia->pd->local_dma_lkey;
 
 	mutex_lock(&ctx->lock);
 	if (kdat_obj_add(ctx, &ia->obj, KDAT_OBJ_IA, &kdat_ia_class)) {
@@ -225,6 +226,22 @@ out:
 }
 EXPORT_SYMBOL_GPL(kdat_ia_query);
 
+/*
+ * The PD goes last, once every QP and MR on it is gone, and once: an IA
+ * closed while its device is being removed reaches here from both paths
+ * (they freed it twice: a use-after-free in ib_dealloc_pd, KASAN).
+ */
+static void kdat_ia_free_pd(struct kdat_ia *ia)
+{
+	struct ib_pd *pd;
+
+	/* an EP freed by another thread may still be destroying its QP */
+	wait_event(ia->finish_wq, !atomic_read(&ia->eps_finishing));
+	pd = xchg(&ia->pd, NULL);
+	if (pd)
+		ib_dealloc_pd(pd);
+}
+
 /* Frees everything the IA owns and the IA; caller holds no locks. */
 static void kdat_ia_teardown(struct kdat_ia *ia)
 {
@@ -283,11 +300,7 @@ static void kdat_ia_teardown(struct kdat_ia *ia)
 	kdat_ia_free_memory(ia);	/* after a removal: only what is left of them */
 	kdat_ia_free_mrs(ia);
 	mutex_unlock(&ctx->lock);
-	/* an EP freed by another thread may still be destroying its QP */
-	wait_event(ia->finish_wq, !atomic_read(&ia->eps_finishing));
-	if (ia->pd)
-		ib_dealloc_pd(ia->pd);
-	ia->pd = NULL;
+	kdat_ia_free_pd(ia);
 	kdat_obj_put(&ia->obj);
 }
 
@@ -426,10 +439,7 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 	kdat_ia_release_memory(ia);
 	kdat_ia_release_mrs(ia);
 	mutex_unlock(&ctx->lock);
-	wait_event(ia->finish_wq, !atomic_read(&ia->eps_finishing));
-	if (ia->pd)
-		ib_dealloc_pd(ia->pd);
-	ia->pd = NULL;
+	kdat_ia_free_pd(ia);
 }
 
 kdat_ret_t __kdat_ia_open(struct net *net, const char *name, u32 flags, struct kdat_ia **ia,

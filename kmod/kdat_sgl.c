@@ -117,7 +117,7 @@ static int kdat_sgl_sges(struct kdat_ep *ep, const struct kdat_sgl *sgl, struct 
 	for_each_sg(sgl->sg, s, sgl->dma_nents, i) {
 		sge[i].addr = sg_dma_address(s);
 		sge[i].length = sg_dma_len(s);
-		sge[i].lkey = ep->ia->pd->local_dma_lkey;
+		sge[i].lkey = ep->ia->local_dma_lkey;
 	}
 	return sgl->dma_nents;
 }
