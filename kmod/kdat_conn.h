@@ -214,7 +214,7 @@ struct rdma_cm_id *kdat_ep_detach_id(struct kdat_ep *ep);
  */
 static inline bool kdat_ep_attempt_on(const struct kdat_ep *ep, const struct rdma_cm_id *id)
 {
-	return !ep->obj.dead && ep->cm_id == id && ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING;
+	return !ep->obj.dead && ep->cm_id == id && kdat_ep_state_connecting(ep->state);
 }
 void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id);
 void kdat_ep_accept_depths(struct kdat_ep *ep, struct kdat_cr *cr, u32 *ird, u32 *ord);

@@ -231,7 +231,7 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 		mutex_unlock(&ctx->lock);
 		err = ep->cm->accept(id, &param);
 		mutex_lock(&ctx->lock);
-		if (ep->obj.dead || ep->cm_id != id || ep->state != KDAT_EP_COMPLETION_PENDING) {
+		if (ep->obj.dead || ep->cm_id != id || !kdat_ep_state_accepting(ep->state)) {
 			if (err)
 				kdat_orphan_retire(id);
 			err = 0;

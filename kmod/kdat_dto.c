@@ -499,7 +499,8 @@ kdat_ret_t kdat_rmr_bind(struct kdat_rmr *rmr, struct kdat_ep *ep, const struct 
 	    iov->offset > iov->lmr->length || iov->length > iov->lmr->length - iov->offset)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
 	mutex_lock(&ctx->lock);
-	if (ep->obj.dead || ep->state != KDAT_EP_CONNECTED || !ep->qp) {
+	/* a bind is a send-queue request: where the table takes sends */
+	if (ep->obj.dead || !kdat_ep_state_allows(ep->state, KDAT_EP_STIM_POST_SEND) || !ep->qp) {
 		ret = kdat_err(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(ep->state));
 		goto out;
 	}

@@ -23,8 +23,7 @@
 static void kdat_ep_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 {
 	struct kdat_ep *ep = container_of(obj, struct kdat_ep, obj);
-	bool connected = ep->state == KDAT_EP_CONNECTED ||
-			 ep->state == KDAT_EP_DISCONNECT_PENDING;
+	bool connected = kdat_ep_state_connected(ep->state);
 
 	rec->state = ep->state;
 	rec->owner = kdat_obj_handle(ep->ia);
@@ -172,8 +171,47 @@ static void kdat_ep_count(struct kdat_ia *ia, unsigned int stimulus, bool moved,
 	}
 }
 
-static unsigned int kdat_ep_step_why(struct kdat_ep *ep, unsigned int stimulus,
-				     const void *pdata, u32 pdata_len, enum kdat_ia_counter why)
+/*
+ * The wire effects of a consumer's disconnect (seed 001): the DREQ now, or
+ * once the requests in flight are done (the last completion sends it, and the
+ * peer's DREP or the CM's DREQ timeout ends it with DISCONNECTED); an
+ * attempt's id given up, for the caller to destroy after ctx->lock.
+ */
+static void kdat_ep_apply_wire(struct kdat_ep *ep, unsigned int effects,
+			       struct rdma_cm_id **gone)
+{
+	struct rdma_cm_id *id;
+
+	if (effects & KDAT_EP_FX_SEND_DREQ) {
+		ep->graceful_pending = false;
+		kdat_ep_send_dreq(ep);
+	}
+	if (effects & KDAT_EP_FX_DRAIN) {
+		/* pending first: a last completion from now on queues the DREQ */
+		ep->graceful_pending = true;
+		if (kdat_ep_graceful_ready(ep)) {
+			ep->graceful_pending = false;
+			kdat_ep_send_dreq(ep);
+		}
+	}
+	if (!(effects & (KDAT_EP_FX_DROP_ID | KDAT_EP_FX_ORPHAN_ID)))
+		return;
+	id = kdat_ep_detach_id(ep);
+	/* accepted: the requester may be connected already, an orphan ends it */
+	if (effects & KDAT_EP_FX_ORPHAN_ID)
+		id = kdat_orphan_adopt(ep, id);
+	if (!gone) {	/* only kdat_ep_disconnect() gives these up; never here */
+		WARN_ON_ONCE(id);
+		if (id)
+			kdat_destroy_id_later(ep->ia->cm, id, &ep->obj);
+		return;
+	}
+	*gone = id;
+}
+
+static unsigned int kdat_ep_apply(struct kdat_ep *ep, unsigned int stimulus,
+				  const void *pdata, u32 pdata_len, enum kdat_ia_counter why,
+				  struct rdma_cm_id **gone)
 {
 	struct kdat_ep_step step = kdat_ep_lookup(ep->state, stimulus);
 	bool go = step.action == KDAT_EP_GO;
@@ -185,6 +223,8 @@ static unsigned int kdat_ep_step_why(struct kdat_ep *ep, unsigned int stimulus,
 	/* the timeout need not pin the EP once the attempt is over either way */
 	if (step.effects & KDAT_EP_FX_STOP_TIMER)
 		kdat_ep_stop_timer(ep);
+	/* the DREQ goes out before the flush moves the QP */
+	kdat_ep_apply_wire(ep, step.effects, gone);
 	/* flushed completions reach their EVDs before the event below */
 	if (step.effects & KDAT_EP_FX_FLUSH)
 		kdat_ep_flush(ep);
@@ -207,10 +247,16 @@ static unsigned int kdat_ep_step_why(struct kdat_ep *ep, unsigned int stimulus,
 	return step.action;
 }
 
+static unsigned int kdat_ep_step_why(struct kdat_ep *ep, unsigned int stimulus,
+				     const void *pdata, u32 pdata_len, enum kdat_ia_counter why)
+{
+	return kdat_ep_apply(ep, stimulus, pdata, pdata_len, why, NULL);
+}
+
 unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
 			  const void *pdata, u32 pdata_len)
 {
-	return kdat_ep_step_why(ep, stimulus, pdata, pdata_len, KDAT_IA_COUNTER_REJECTED_OTHER);
+	return kdat_ep_apply(ep, stimulus, pdata, pdata_len, KDAT_IA_COUNTER_REJECTED_OTHER, NULL);
 }
 
 /* May this stimulus be applied now?  DAT_SUCCESS or the error to return. */
@@ -376,7 +422,7 @@ static void kdat_ep_graceful_work(struct work_struct *work)
 	struct kdat_ctx *ctx = ep->obj.ctx;
 
 	mutex_lock(&ctx->lock);
-	if (!ep->obj.dead && ep->graceful_pending && ep->state == KDAT_EP_DISCONNECT_PENDING &&
+	if (!ep->obj.dead && ep->graceful_pending && kdat_ep_state_draining(ep->state) &&
 	    kdat_ep_graceful_ready(ep)) {
 		ep->graceful_pending = false;
 		kdat_ep_send_dreq(ep);	/* DISCONNECTED follows */
@@ -595,8 +641,7 @@ static void kdat_ep_abort_wire(struct kdat_ep *ep)
 {
 	lockdep_assert_held(&ep->obj.ctx->lock);
 
-	if (ep->cm_id && (ep->state == KDAT_EP_CONNECTED ||
-			  ep->state == KDAT_EP_DISCONNECT_PENDING))
+	if (ep->cm_id && kdat_ep_state_connected(ep->state))
 		kdat_ep_send_dreq(ep);
 	kdat_qp_set(ep, IB_QPS_ERR);
 }
@@ -618,7 +663,7 @@ struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep)
 	ep->rsp = NULL;
 	id = kdat_ep_detach_id(ep);
 	/* accepted but not established, or our DREQ unanswered: finish it later */
-	if (id && (ep->state == KDAT_EP_COMPLETION_PENDING || ep->dreq_pending))
+	if (id && (kdat_ep_state_accepting(ep->state) || ep->dreq_pending))
 		id = kdat_orphan_adopt(ep, id);
 	return id;
 }
@@ -676,7 +721,7 @@ kdat_ret_t kdat_ep_query(struct kdat_ep *ep, struct kdat_ep_info *info)
 	}
 	info->state = ep->state;
 	info->attr = ep->attr;
-	if (ep->state == KDAT_EP_CONNECTED || ep->state == KDAT_EP_DISCONNECT_PENDING) {
+	if (kdat_ep_state_connected(ep->state)) {
 		info->attr.max_rdma_read_in = ep->ird;
 		info->attr.max_rdma_read_out = ep->ord;
 	}
@@ -749,7 +794,7 @@ kdat_ret_t kdat_ep_reset(struct kdat_ep *ep)
 				id = kdat_orphan_adopt(ep, id);
 			ep->dreq_pending = false;
 			/* every posted request completes (flushed) before the QP forgets it */
-			if (ep->state == KDAT_EP_DISCONNECTED)
+			if (kdat_ep_state_ended(ep->state))
 				kdat_ep_flush(ep);
 			kdat_qp_set(ep, IB_QPS_RESET);
 			kdat_qp_init(ep);
@@ -802,7 +847,7 @@ static void kdat_ep_timeout_work(struct work_struct *work)
 	mutex_lock(&ctx->lock);
 	if (ep->timer == t) {
 		ep->timer = NULL;
-		if (!ep->obj.dead && ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING) {
+		if (!ep->obj.dead && kdat_ep_state_connecting(ep->state)) {
 			/* Cancel the wire attempt for real: destroying the id sends a REJ. */
 			id = ep->cm_id;
 			ep->cm_id = NULL;
@@ -970,10 +1015,9 @@ kdat_ret_t kdat_ep_dup_connect(struct kdat_ep *ep, struct kdat_ep *dup, u32 time
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE2);
 		goto out;
 	}
-	if (dup->state != KDAT_EP_CONNECTED) {
-		ret = kdat_invalid_state(dup);
+	ret = kdat_ep_check(dup, KDAT_EP_STIM_DUP_SOURCE);
+	if (ret)
 		goto out;
-	}
 	/* The remote end of a passively accepted connection is not a service. */
 	if (!dup->active) {
 		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
@@ -1011,7 +1055,6 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 	struct kdat_ctx *ctx = ep->obj.ctx;
 	struct rdma_cm_id *id = NULL;
 	unsigned int stim;
-	u32 old;
 	kdat_ret_t ret;
 
 	if (flags != KDAT_CLOSE_ABRUPT && flags != KDAT_CLOSE_GRACEFUL)
@@ -1024,45 +1067,8 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 		goto out;
 	}
 	ret = kdat_ep_check(ep, stim);
-	if (ret)
-		goto out;
-	old = ep->state;
-	switch (old) {
-	case KDAT_EP_CONNECTED:
-		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT) {
-			/* the step flushes outstanding requests, before DISCONNECTED */
-			kdat_ep_send_dreq(ep);
-			break;
-		}
-		/*
-		 * Graceful: requests in flight complete first (DISCONNECT_PENDING);
-		 * the last completion sends the DREQ, and the peer's DREP (or the
-		 * CM's DREQ timeout) ends it with DISCONNECTED.
-		 */
-		ep->graceful_pending = true;
-		if (kdat_ep_graceful_ready(ep)) {
-			ep->graceful_pending = false;
-			kdat_ep_send_dreq(ep);
-		}
-		break;
-	case KDAT_EP_DISCONNECT_PENDING:
-		if (stim == KDAT_EP_STIM_DISCONNECT_ABRUPT) {
-			ep->graceful_pending = false;
-			kdat_ep_send_dreq(ep);
-		}
-		break;
-	case KDAT_EP_ACTIVE_CONNECTION_PENDING:
-		/* Abort establishment: the id goes, the peer sees a REJ; receives flush. */
-		id = kdat_ep_detach_id(ep);
-		break;
-	case KDAT_EP_COMPLETION_PENDING:
-		/* We accepted: the requester may be connected already. */
-		id = kdat_orphan_adopt(ep, kdat_ep_detach_id(ep));
-		break;
-	default:
-		break;
-	}
-	kdat_ep_step(ep, stim, NULL, 0);
+	if (!ret)	/* the rule's effects say what goes on the wire, and which id goes */
+		kdat_ep_apply(ep, stim, NULL, 0, KDAT_IA_COUNTER_REJECTED_OTHER, &id);
 out:
 	mutex_unlock(&ctx->lock);
 	kdat_ep_destroy_id(ep, id);
@@ -1170,7 +1176,7 @@ static unsigned int kdat_ep_failure(struct kdat_ep *ep, unsigned int stimulus)
 {
 	lockdep_assert_held(&ep->obj.ctx->lock);
 
-	if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING && ep->timer &&
+	if (kdat_ep_state_connecting(ep->state) && ep->timer &&
 	    ktime_compare(hrtimer_get_expires(&ep->timer->timer), ktime_get()) <= 0)
 		return KDAT_EP_STIM_TIMEOUT;
 	return stimulus;
@@ -1206,9 +1212,8 @@ static int kdat_cm_attempt_over(struct kdat_ep *ep, struct rdma_cm_id *id, u32 b
 {
 	lockdep_assert_held(&ep->obj.ctx->lock);
 
-	if (before == ep->state || ep->state != KDAT_EP_DISCONNECTED ||
-	    (before != KDAT_EP_ACTIVE_CONNECTION_PENDING &&
-	     before != KDAT_EP_COMPLETION_PENDING))
+	if (!kdat_ep_state_ended(ep->state) ||
+	    (!kdat_ep_state_connecting(before) && !kdat_ep_state_accepting(before)))
 		return 0;
 	kdat_ep_detach_id(ep);
 	/*
@@ -1305,11 +1310,11 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 	before = ep->state;
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
-		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
+		if (kdat_ep_state_connecting(ep->state))
 			send.what = KDAT_SEND_ROUTE;
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
-		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
+		if (kdat_ep_state_connecting(ep->state))
 			kdat_cm_active_route(ep, id, &send);
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
@@ -1318,11 +1323,11 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 		kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_UNREACHABLE), NULL, 0);
 		break;
 	case RDMA_CM_EVENT_CONNECT_RESPONSE:
-		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
+		if (kdat_ep_state_connecting(ep->state))
 			kdat_cm_active_response(ep, id, ev, &send);
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
-		if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING)
+		if (kdat_ep_state_connecting(ep->state))
 			kdat_cm_active_established(ep, ev);
 		else	/* passive side: the RTU carries no private data */
 			kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, NULL, 0);
@@ -1338,8 +1343,8 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 		}
 		break;
 	case RDMA_CM_EVENT_CONNECT_ERROR:
-		kdat_ep_step(ep, ep->state == KDAT_EP_COMPLETION_PENDING ?
-			     KDAT_EP_STIM_ACCEPT_FAILED : KDAT_EP_STIM_BROKEN, NULL, 0);
+		/* while accepting, the table makes it ACCEPT_COMPLETION_ERROR */
+		kdat_ep_step(ep, KDAT_EP_STIM_BROKEN, NULL, 0);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		/* Answer a peer's DREQ (DREP); harmless after our own DREQ. */

@@ -155,10 +155,8 @@ kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
 		mask = IB_QP_STATE;	/* always allowed: it only stops the QP */
 		break;
 	case KDAT_QPS_INIT:
-		/* before any connection: the states that take receives and no peer yet */
-		if (ep->state != KDAT_EP_UNCONNECTED && ep->state != KDAT_EP_RESERVED &&
-		    ep->state != KDAT_EP_PASSIVE_CONNECTION_PENDING &&
-		    ep->state != KDAT_EP_TENTATIVE_CONNECTION_PENDING) {
+		/* before any connection: where dat_ep_modify may change the QP */
+		if (!kdat_ep_state_allows(ep->state, KDAT_EP_STIM_MODIFY)) {
 			ret = KDAT_ERR(KDAT_DAT_INVALID_STATE,
 				       kdat_ep_invalid_state_subtype(ep->state));
 			goto out;
@@ -179,7 +177,7 @@ kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
 			ret = kdat_uqp_accept_id(ep, cr, &id, &ird, &ord);
 			if (ret)
 				goto out;
-		} else if (ep->state == KDAT_EP_ACTIVE_CONNECTION_PENDING &&
+		} else if (kdat_ep_state_connecting(ep->state) &&
 			   ep->uqp->rep_arrived && ep->cm_id) {
 			id = ep->cm_id;
 			ird = ep->ird;
@@ -232,7 +230,7 @@ kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags)
 		ret = KDAT_ERR(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
 	else if (!uqp)
 		ret = KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG1);
-	else if (ep->state != KDAT_EP_ACTIVE_CONNECTION_PENDING || !uqp->rep_arrived ||
+	else if (!kdat_ep_state_connecting(ep->state) || !uqp->rep_arrived ||
 		 !ep->cm_id || uqp->pinned)
 		ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(ep->state));
 	if (ret) {

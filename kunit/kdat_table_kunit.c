@@ -142,12 +142,45 @@ static void table_seed003_accept(struct kunit *test)
 			(unsigned int)KDAT_EP_DISCONNECTED);
 }
 
+/*
+ * The queries the module asks instead of comparing states, state by state;
+ * dup_connect's source (seed 000: a connected EP) among them.
+ */
+static void table_queries(struct kunit *test)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(states); i++) {
+		unsigned int s = states[i];
+		bool idle = s == KDAT_EP_UNCONNECTED || s == KDAT_EP_RESERVED ||
+			    s == KDAT_EP_PASSIVE_CONNECTION_PENDING ||
+			    s == KDAT_EP_TENTATIVE_CONNECTION_PENDING;
+
+		KUNIT_EXPECT_EQ_MSG(test, !!kdat_ep_state_connected(s),
+				    s == KDAT_EP_CONNECTED || s == KDAT_EP_DISCONNECT_PENDING,
+				    "state %u", s);
+		KUNIT_EXPECT_EQ_MSG(test, !!kdat_ep_state_connecting(s),
+				    s == KDAT_EP_ACTIVE_CONNECTION_PENDING, "state %u", s);
+		KUNIT_EXPECT_EQ_MSG(test, !!kdat_ep_state_accepting(s),
+				    s == KDAT_EP_COMPLETION_PENDING, "state %u", s);
+		KUNIT_EXPECT_EQ_MSG(test, !!kdat_ep_state_draining(s),
+				    s == KDAT_EP_DISCONNECT_PENDING, "state %u", s);
+		KUNIT_EXPECT_EQ_MSG(test, !!kdat_ep_state_ended(s),
+				    s == KDAT_EP_DISCONNECTED, "state %u", s);
+		KUNIT_EXPECT_EQ_MSG(test, !!kdat_ep_state_allows(s, KDAT_EP_STIM_MODIFY), idle,
+				    "state %u", s);
+		KUNIT_EXPECT_EQ_MSG(test, !!kdat_ep_state_allows(s, KDAT_EP_STIM_DUP_SOURCE),
+				    s == KDAT_EP_CONNECTED, "state %u", s);
+	}
+}
+
 static struct kunit_case kdat_table_cases[] = {
 	KUNIT_CASE(table_every_pair),
 	KUNIT_CASE(table_every_state_reachable),
 	KUNIT_CASE(table_seed000_connect),
 	KUNIT_CASE(table_seed001_disconnect),
 	KUNIT_CASE(table_seed003_accept),
+	KUNIT_CASE(table_queries),
 	{}
 };
 

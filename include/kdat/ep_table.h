@@ -74,6 +74,7 @@ enum kdat_ep_state {
 #define KDAT_EP_STIMULI(X) \
 	X(CONNECT, OP)		/* dat_ep_connect */ \
 	X(DUP_CONNECT, OP)	/* dat_ep_dup_connect (seed 000) */ \
+	X(DUP_SOURCE, OP)	/* ... names this EP's connection to copy */ \
 	X(DISCONNECT_GRACEFUL, OP) /* dat_ep_disconnect, graceful (seed 001) */ \
 	X(DISCONNECT_ABRUPT, OP) /* dat_ep_disconnect, abrupt (seed 001) */ \
 	X(ACCEPT, OP)		/* dat_cr_accept on this EP (seed 003) */ \
@@ -126,10 +127,19 @@ enum kdat_ep_action {
 #define KDAT_EP_FX_STOP_TIMER	0x1u	/* cancel the connect timeout */
 #define KDAT_EP_FX_QP_ERR	0x2u	/* move the QP to ERR */
 #define KDAT_EP_FX_FLUSH	0x4u	/* ... and wait for every posted request */
+#define KDAT_EP_FX_SEND_DREQ	0x8u	/* send the DREQ now (before the flush) */
+#define KDAT_EP_FX_DRAIN	0x10u	/* the DREQ waits for the requests in flight */
+#define KDAT_EP_FX_DROP_ID	0x20u	/* destroy the attempt's id: the peer sees a REJ */
+#define KDAT_EP_FX_ORPHAN_ID	0x40u	/* an orphan finishes the CM's exchange on the id */
 #define KDAT_EP_FX_NONE		0u
 #define KDAT_EP_FX_CONNECTED	KDAT_EP_FX_STOP_TIMER
 #define KDAT_EP_FX_ENDED	(KDAT_EP_FX_STOP_TIMER | KDAT_EP_FX_QP_ERR)
 #define KDAT_EP_FX_CLOSED	(KDAT_EP_FX_QP_ERR | KDAT_EP_FX_FLUSH)
+/* the consumer's disconnects (seed 001) */
+#define KDAT_EP_FX_GRACEFUL	KDAT_EP_FX_DRAIN
+#define KDAT_EP_FX_HANGUP	(KDAT_EP_FX_CLOSED | KDAT_EP_FX_SEND_DREQ)
+#define KDAT_EP_FX_ABANDONED	(KDAT_EP_FX_ENDED | KDAT_EP_FX_DROP_ID)
+#define KDAT_EP_FX_WITHDRAWN	(KDAT_EP_FX_ENDED | KDAT_EP_FX_ORPHAN_ID)
 
 /*
  * The rules: KDAT_EP_RULES(R) expands R(STATE, STIMULUS, ACTION, NEXT, EVENT,
@@ -141,6 +151,8 @@ enum kdat_ep_action {
 	/* --- connect and dup_connect: only from UNCONNECTED (seed 000) --- */ \
 	R(UNCONNECTED, CONNECT, GO, ACTIVE_CONNECTION_PENDING, NONE, NONE) \
 	R(UNCONNECTED, DUP_CONNECT, GO, ACTIVE_CONNECTION_PENDING, NONE, NONE) \
+	/* the connection dup_connect copies: a connected EP's (seed 000) */ \
+	R(CONNECTED, DUP_SOURCE, NOOP, CONNECTED, NONE, NONE) \
 	/* --- the active side's outcomes: exactly one event each (seed 000) --- */ \
 	R(ACTIVE_CONNECTION_PENDING, ESTABLISHED, GO, CONNECTED, ESTABLISHED, CONNECTED) \
 	R(ACTIVE_CONNECTION_PENDING, PEER_REJECTED, GO, DISCONNECTED, PEER_REJECTED, ENDED) \
@@ -172,16 +184,17 @@ enum kdat_ep_action {
 	R(RESERVED, RSP_FREE, GO, UNCONNECTED, NONE, NONE) \
 	R(PASSIVE_CONNECTION_PENDING, RSP_FREE, NOOP, PASSIVE_CONNECTION_PENDING, NONE, NONE) \
 	/* --- disconnect (seed 001) --- */ \
-	R(CONNECTED, DISCONNECT_GRACEFUL, GO, DISCONNECT_PENDING, NONE, NONE) \
-	R(CONNECTED, DISCONNECT_ABRUPT, GO, DISCONNECTED, DISCONNECTED, CLOSED) \
+	R(CONNECTED, DISCONNECT_GRACEFUL, GO, DISCONNECT_PENDING, NONE, GRACEFUL) \
+	R(CONNECTED, DISCONNECT_ABRUPT, GO, DISCONNECTED, DISCONNECTED, HANGUP) \
 	R(DISCONNECT_PENDING, DISCONNECT_GRACEFUL, NOOP, DISCONNECT_PENDING, NONE, NONE) \
-	R(DISCONNECT_PENDING, DISCONNECT_ABRUPT, GO, DISCONNECTED, DISCONNECTED, CLOSED) \
+	R(DISCONNECT_PENDING, DISCONNECT_ABRUPT, GO, DISCONNECTED, DISCONNECTED, HANGUP) \
 	R(DISCONNECTED, DISCONNECT_GRACEFUL, NOOP, DISCONNECTED, NONE, NONE) \
 	R(DISCONNECTED, DISCONNECT_ABRUPT, NOOP, DISCONNECTED, NONE, NONE) \
-	R(ACTIVE_CONNECTION_PENDING, DISCONNECT_GRACEFUL, GO, DISCONNECTED, DISCONNECTED, ENDED) \
-	R(ACTIVE_CONNECTION_PENDING, DISCONNECT_ABRUPT, GO, DISCONNECTED, DISCONNECTED, ENDED) \
-	R(COMPLETION_PENDING, DISCONNECT_GRACEFUL, GO, DISCONNECTED, DISCONNECTED, ENDED) \
-	R(COMPLETION_PENDING, DISCONNECT_ABRUPT, GO, DISCONNECTED, DISCONNECTED, ENDED) \
+	/* an attempt aborted: the peer sees a REJ; an accept's id is finished apart */ \
+	R(ACTIVE_CONNECTION_PENDING, DISCONNECT_GRACEFUL, GO, DISCONNECTED, DISCONNECTED, ABANDONED) \
+	R(ACTIVE_CONNECTION_PENDING, DISCONNECT_ABRUPT, GO, DISCONNECTED, DISCONNECTED, ABANDONED) \
+	R(COMPLETION_PENDING, DISCONNECT_GRACEFUL, GO, DISCONNECTED, DISCONNECTED, WITHDRAWN) \
+	R(COMPLETION_PENDING, DISCONNECT_ABRUPT, GO, DISCONNECTED, DISCONNECTED, WITHDRAWN) \
 	R(DISCONNECT_PENDING, DRAINED, GO, DISCONNECTED, DISCONNECTED, CLOSED) \
 	R(CONNECTED, DISCONNECTED, GO, DISCONNECTED, DISCONNECTED, CLOSED) \
 	R(DISCONNECT_PENDING, DISCONNECTED, GO, DISCONNECTED, DISCONNECTED, CLOSED) \
@@ -278,6 +291,51 @@ static inline struct kdat_ep_step kdat_ep_lookup(unsigned int state, unsigned in
 	step.event = KDAT_EP_EVENT_NONE;
 	step.effects = KDAT_EP_FX_NONE;
 	return step;
+}
+
+/*
+ * Table queries: what a state means, for code that asks about a state
+ * without moving the EP (reports, the CM handler, teardown, the libraries).
+ * Each answer is read off the rules above, so it follows any change to them.
+ */
+
+/* May this consumer operation be applied in this state (anything but INVALID)? */
+static inline int kdat_ep_state_allows(unsigned int state, unsigned int stimulus)
+{
+	return kdat_ep_lookup(state, stimulus).action != KDAT_EP_INVALID;
+}
+
+/* An active connect is under way: the connect timeout ends it (TIMED_OUT). */
+static inline int kdat_ep_state_connecting(unsigned int state)
+{
+	return kdat_ep_lookup(state, KDAT_EP_STIM_TIMEOUT).event == KDAT_EP_EVENT_TIMED_OUT;
+}
+
+/* Accepted, not yet established: a failure now is ACCEPT_COMPLETION_ERROR. */
+static inline int kdat_ep_state_accepting(unsigned int state)
+{
+	return kdat_ep_lookup(state, KDAT_EP_STIM_ACCEPT_FAILED).action == KDAT_EP_GO;
+}
+
+/*
+ * A connection exists (the negotiated RDMA read depths apply, a DREQ ends
+ * it): the peer's disconnect ends it with DISCONNECTED (seed 001).
+ */
+static inline int kdat_ep_state_connected(unsigned int state)
+{
+	return kdat_ep_lookup(state, KDAT_EP_STIM_DISCONNECTED).event == KDAT_EP_EVENT_DISCONNECTED;
+}
+
+/* A graceful disconnect waits for the EP's requests to complete (DRAINED). */
+static inline int kdat_ep_state_draining(unsigned int state)
+{
+	return kdat_ep_lookup(state, KDAT_EP_STIM_DRAINED).action == KDAT_EP_GO;
+}
+
+/* The connection (or the attempt) is over: only dat_ep_reset makes the EP usable. */
+static inline int kdat_ep_state_ended(unsigned int state)
+{
+	return kdat_ep_lookup(state, KDAT_EP_STIM_RESET).action == KDAT_EP_GO;
 }
 
 /* DAT_INVALID_STATE subtype naming the state an EP was in. */

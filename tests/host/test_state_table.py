@@ -62,6 +62,13 @@ def test_connect_only_from_unconnected():  # seed 000
                 assert action == "INVALID"
 
 
+def test_dup_connect_copies_only_a_connected_eps_connection():  # seed 000
+    for s in T.states:
+        action, nxt, event = T.lookup(s, "DUP_SOURCE")
+        assert (action, nxt, event) == (("NOOP", s, "NONE") if s == "CONNECTED" else
+                                        ("INVALID", s, "NONE"))
+
+
 @pytest.mark.parametrize("stim,event", [
     ("ESTABLISHED", "ESTABLISHED"), ("PEER_REJECTED", "PEER_REJECTED"),
     ("NON_PEER_REJECTED", "NON_PEER_REJECTED"), ("UNREACHABLE", "UNREACHABLE"),
@@ -120,7 +127,8 @@ def test_effects_are_named_sets_and_only_on_transitions():
     with open(table.EP_TABLE_H) as f:
         text = f.read()
     sets = set(re.findall(r"#define KDAT_EP_FX_([A-Z]+)\s+(?:KDAT_EP_FX_|\(|0u)", text))
-    assert sets == {"NONE", "CONNECTED", "ENDED", "CLOSED"}
+    assert sets == {"NONE", "CONNECTED", "ENDED", "CLOSED", "GRACEFUL", "HANGUP", "ABANDONED",
+                    "WITHDRAWN"}
     for r in T.rules:
         assert r.effects in sets, r
         if r.action != "GO":
@@ -136,11 +144,21 @@ def test_effects_end_what_a_transition_ends():
             assert r.effects == "CONNECTED", r
         elif r.next == "DISCONNECTED" and r.state in ("ACTIVE_CONNECTION_PENDING",
                                                       "COMPLETION_PENDING"):
-            # an attempt ended: the timer stops and posted receives flush
-            assert r.effects == "ENDED", r
+            # an attempt ended: the timer stops and posted receives flush; the consumer's
+            # disconnect also gives up the id (an accepted one to an orphan, seed 003)
+            if r.stimulus.startswith("DISCONNECT_"):
+                assert r.effects == ("ABANDONED" if r.state == "ACTIVE_CONNECTION_PENDING"
+                                     else "WITHDRAWN"), r
+            else:
+                assert r.effects == "ENDED", r
         elif r.next == "DISCONNECTED" and r.state in ("CONNECTED", "DISCONNECT_PENDING"):
             # a connection ended: every posted request completes before the event, except
-            # when the device is going away (its QPs are destroyed with it, not drained)
-            assert r.effects == ("NONE" if r.stimulus == "DEVICE_REMOVED" else "CLOSED"), r
+            # when the device is going away (its QPs are destroyed with it, not drained);
+            # an abrupt disconnect sends the DREQ first (seed 001)
+            want = {"DEVICE_REMOVED": "NONE", "DISCONNECT_ABRUPT": "HANGUP"}
+            assert r.effects == want.get(r.stimulus, "CLOSED"), r
+        elif (r.state, r.stimulus) == ("CONNECTED", "DISCONNECT_GRACEFUL"):
+            # graceful: the DREQ waits for the requests in flight (seed 001)
+            assert r.effects == "GRACEFUL", r
         else:
             assert r.effects == "NONE", r

@@ -180,7 +180,7 @@ struct UserEndpoint::Impl final : detail::UserQpHook {
 
   void sync() {
     std::lock_guard lock(qp_mutex);
-    if (known != IBV_QPS_ERR && known != IBV_QPS_RESET && ep->state() == EpState::DISCONNECTED)
+    if (known != IBV_QPS_ERR && known != IBV_QPS_RESET && has_ended(ep->state()))
       apply(KDAT_QPS_ERR);
   }
 

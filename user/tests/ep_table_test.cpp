@@ -53,4 +53,29 @@ TEST(EpTable, InvalidStateSubtypesAreDistinct) {
   EXPECT_EQ(seen.size(), kStates.size());
 }
 
+// The table queries the kernel and the libraries ask instead of comparing states.
+TEST(EpTable, QueriesNameTheStatesTheyMean) {
+  using Query = int (*)(unsigned);
+  const auto states_where = [](Query q) {
+    std::set<unsigned> out;
+    for (auto s : kStates)
+      if (q(s)) out.insert(s);
+    return out;
+  };
+  using S = std::set<unsigned>;
+  EXPECT_EQ(states_where(kdat_ep_state_connected),
+            (S{KDAT_EP_CONNECTED, KDAT_EP_DISCONNECT_PENDING}));
+  EXPECT_EQ(states_where(kdat_ep_state_connecting), S{KDAT_EP_ACTIVE_CONNECTION_PENDING});
+  EXPECT_EQ(states_where(kdat_ep_state_accepting), S{KDAT_EP_COMPLETION_PENDING});
+  EXPECT_EQ(states_where(kdat_ep_state_draining), S{KDAT_EP_DISCONNECT_PENDING});
+  EXPECT_EQ(states_where(kdat_ep_state_ended), S{KDAT_EP_DISCONNECTED});
+  EXPECT_EQ(states_where([](unsigned s) { return kdat_ep_state_allows(s, KDAT_EP_STIM_MODIFY); }),
+            (S{KDAT_EP_UNCONNECTED, KDAT_EP_RESERVED, KDAT_EP_PASSIVE_CONNECTION_PENDING,
+               KDAT_EP_TENTATIVE_CONNECTION_PENDING}));
+  // seed 000: dup_connect copies a connected EP's connection, and only that
+  EXPECT_EQ(
+      states_where([](unsigned s) { return kdat_ep_state_allows(s, KDAT_EP_STIM_DUP_SOURCE); }),
+      S{KDAT_EP_CONNECTED});
+}
+
 }  // namespace

@@ -49,6 +49,15 @@ struct Step {
 [[nodiscard]] Step lookup(EpState state, Stimulus stimulus);
 // Does the table accept this operation in this state (anything but INVALID)?
 [[nodiscard]] bool allows(EpState state, Stimulus stimulus);
+// Table queries (ep_table.h's kdat_ep_state_*): what a state means, read off the rules.
+// A connection exists: CONNECTED or DISCONNECT_PENDING today.
+[[nodiscard]] inline bool has_connection(EpState state) {
+  return kdat_ep_state_connected(static_cast<unsigned>(state)) != 0;
+}
+// The connection or the attempt is over; only a reset makes the EP usable again.
+[[nodiscard]] inline bool has_ended(EpState state) {
+  return kdat_ep_state_ended(static_cast<unsigned>(state)) != 0;
+}
 // The DAT_INVALID_STATE return the kernel gives for an operation refused in `state`.
 [[nodiscard]] DatReturn invalid_state_error(EpState state);
 

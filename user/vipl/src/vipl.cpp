@@ -258,8 +258,7 @@ struct Vi {
       case Phase::connected: break;
     }
     const auto s = ep.state();
-    if (s == kdat::EpState::CONNECTED || s == kdat::EpState::DISCONNECT_PENDING)
-      return VIP_STATE_CONNECTED;
+    if (kdat::has_connection(s)) return VIP_STATE_CONNECTED;
     // The connection is gone (peer disconnect, transport failure).  Reliable Delivery and
     // Reliable Reception VIs are in the Error state (kdat flushed their receives); an
     // Unreliable VI is Idle again.
