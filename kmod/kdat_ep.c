@@ -1083,10 +1083,29 @@ EXPORT_SYMBOL_GPL(kdat_ep_disconnect);
  * handler mutex keeps the id alive meanwhile (destroy_id waits for it), and
  * the id's reference keeps the EP.
  */
+enum kdat_cm_send_what { KDAT_SEND_NONE, KDAT_SEND_ROUTE, KDAT_SEND_REQ, KDAT_SEND_RTU,
+			 KDAT_SEND_DREP, KDAT_SEND_COUNT };
+
 struct kdat_cm_send {
-	enum { KDAT_SEND_NONE, KDAT_SEND_ROUTE, KDAT_SEND_REQ, KDAT_SEND_RTU, KDAT_SEND_DREP } what;
+	enum kdat_cm_send_what what;
 	struct rdma_conn_param param;	/* REQ */
 	u8 wire[KDAT_PDATA_WIRE_MAX];
+};
+
+/*
+ * What a send's outcome is to the EP's table: the stimulus when it went out
+ * and when the CM refused it.  KDAT_EP_STIM_COUNT: nothing yet, the CM's own
+ * event follows (a route, a REP or REJ, the DREP's end).
+ */
+static const struct {
+	unsigned int sent;
+	unsigned int failed;
+} kdat_send_outcome[KDAT_SEND_COUNT] = {
+	[KDAT_SEND_NONE] = { KDAT_EP_STIM_COUNT, KDAT_EP_STIM_COUNT },
+	[KDAT_SEND_ROUTE] = { KDAT_EP_STIM_COUNT, KDAT_EP_STIM_UNREACHABLE },
+	[KDAT_SEND_REQ] = { KDAT_EP_STIM_COUNT, KDAT_EP_STIM_NON_PEER_REJECTED },
+	[KDAT_SEND_RTU] = { KDAT_EP_STIM_ESTABLISHED, KDAT_EP_STIM_BROKEN },
+	[KDAT_SEND_DREP] = { KDAT_EP_STIM_COUNT, KDAT_EP_STIM_COUNT },
 };
 
 /* Active side: the peer accepted (REP); finish like librdmacm does for its own QPs. */
@@ -1236,23 +1255,20 @@ static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 {
 	struct kdat_ctx *ctx = ep->obj.ctx;
 	const struct rdma_conn_param *c = &ev->param.conn;
+	unsigned int stimulus;
 	const u8 *pdata;
 	int err, destroy = 0;
 	u32 before, len;
 
 	switch (send->what) {
 	case KDAT_SEND_DREP:
-		ep->cm->disconnect(id);
-		return 0;
+		err = ep->cm->disconnect(id);
+		break;
 	case KDAT_SEND_ROUTE:
 		err = ep->cm->resolve_route(id, KDAT_RESOLVE_TIMEOUT_MS);
-		if (!err)
-			return 0;
 		break;
 	case KDAT_SEND_REQ:
 		err = ep->cm->connect_locked(id, &send->param);
-		if (!err)
-			return 0;
 		break;
 	case KDAT_SEND_RTU:
 		err = ep->cm->accept(id, NULL);
@@ -1260,19 +1276,18 @@ static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 	default:
 		return 0;
 	}
+	stimulus = err ? kdat_send_outcome[send->what].failed : kdat_send_outcome[send->what].sent;
+	if (stimulus == KDAT_EP_STIM_COUNT)
+		return 0;
 	mutex_lock(&ctx->lock);
 	/* Unless the attempt ended meanwhile (timeout, disconnect, free): its id goes anyway. */
 	if (kdat_ep_attempt_on(ep, id)) {
 		before = ep->state;
-		if (send->what == KDAT_SEND_ROUTE) {
-			kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_UNREACHABLE), NULL, 0);
-		} else if (send->what == KDAT_SEND_REQ) {
-			kdat_ep_non_peer_rejected(ep, KDAT_IA_COUNTER_REJECTED_OTHER);
-		} else if (err) {
-			kdat_ep_step(ep, KDAT_EP_STIM_BROKEN, NULL, 0);
+		if (err) {
+			kdat_ep_step(ep, kdat_ep_failure(ep, stimulus), NULL, 0);
 		} else {
 			len = kdat_pdata_unwrap(ep->ia, c->private_data, c->private_data_len, &pdata);
-			kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, pdata, len);
+			kdat_ep_step(ep, stimulus, pdata, len);
 		}
 		destroy = kdat_cm_attempt_over(ep, id, before);
 		kdat_rec_sync(&ep->obj);
