@@ -106,12 +106,6 @@ static void kdat_ep_stop_timer(struct kdat_ep *ep)
 	}
 }
 
-/*
- * The only place an EP's state changes: apply the table's answer for
- * (state, stimulus) with its effects, post the event it names (with the
- * private data the stimulus brought), and return the action.  Caller holds
- * ctx->lock.
- */
 /* events/kdat/kdat_ep_step: the table's answer for (state, stimulus), taken or refused */
 static void kdat_ep_trace(struct kdat_ep *ep, unsigned int stimulus, struct kdat_ep_step step)
 {
@@ -209,6 +203,13 @@ static void kdat_ep_apply_wire(struct kdat_ep *ep, unsigned int effects,
 	*gone = id;
 }
 
+/*
+ * The only place an EP's state changes: apply the table's answer for
+ * (state, stimulus) with its effects, post the event it names (with the
+ * private data the stimulus brought), and return the action.  gone: where
+ * an id the effects give up goes (kdat_ep_disconnect).  Caller holds
+ * ctx->lock.
+ */
 static unsigned int kdat_ep_apply(struct kdat_ep *ep, unsigned int stimulus,
 				  const void *pdata, u32 pdata_len, enum kdat_ia_counter why,
 				  struct rdma_cm_id **gone)
@@ -829,11 +830,6 @@ static kdat_ret_t kdat_check_qos(u32 qos)
 	return KDAT_DAT_SUCCESS;
 }
 
-/*
- * Starts an active connection: a new cm id resolves the address, then the
- * route, then connects (kdat_ep_cm_event).  Caller holds ctx->lock and has
- * checked the state; on success the EP is ACTIVE_CONNECTION_PENDING.
- */
 /* kdat_ep_start_connect(): not an error for the caller, an outcome for the EP. */
 #define KDAT_UNREACHABLE_NOW	1u
 
@@ -868,6 +864,11 @@ static enum hrtimer_restart kdat_ep_timer_fired(struct hrtimer *timer)
 	return HRTIMER_NORESTART;
 }
 
+/*
+ * Starts an active connection: a new cm id resolves the address, then the
+ * route, then connects (kdat_ep_cm_event).  Caller holds ctx->lock and has
+ * checked the state; on success the EP is ACTIVE_CONNECTION_PENDING.
+ */
 static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 {
 	/*

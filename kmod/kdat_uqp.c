@@ -68,6 +68,7 @@ void kdat_uqp_wait_unpinned(struct kdat_ep *ep)
 /* ep_reset: a new connection starts from scratch.  Caller holds ctx->lock. */
 void kdat_uqp_reset(struct kdat_ep *ep)
 {
+	lockdep_assert_held(&ep->obj.ctx->lock);
 	if (ep->uqp) {
 		ep->uqp->rep_arrived = false;
 		ep->uqp->rep_pdata_len = 0;
