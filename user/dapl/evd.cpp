@@ -114,8 +114,8 @@ void accept(Evd &evd, const kdat::Event &event) {
     if (it != evd.ia->eps.end() && it->second->user) {
       Ep &ep = *it->second;
       const kdat::EpState state = ep.kernel().state();
-      if (state != kdat::EpState::ACTIVE_CONNECTION_PENDING) unwatch_connect(ep);
-      if (state == kdat::EpState::DISCONNECTED) {
+      if (!kdat::is_connecting(state)) unwatch_connect(ep);
+      if (kdat::has_ended(state)) {
         (void)evd.ia->data_path->poll_completions(evd);
         if (evd.ia->data_path->outstanding(ep, evd)) flushing = &ep;
       }

@@ -27,6 +27,21 @@ TEST(EpState, LookupMatchesTheCTable) {
   EXPECT_TRUE(kdat::allows(EpState::DISCONNECTED, Stimulus::DISCONNECT_ABRUPT));  // NOOP is allowed
 }
 
+// The questions VIPL and the DAT provider ask instead of listing states themselves.
+TEST(EpState, QueriesAreTheTables) {
+  for (const auto s : {EpState::UNCONNECTED, EpState::RESERVED, EpState::PASSIVE_CONNECTION_PENDING,
+                       EpState::ACTIVE_CONNECTION_PENDING, EpState::TENTATIVE_CONNECTION_PENDING,
+                       EpState::CONNECTED, EpState::DISCONNECT_PENDING, EpState::DISCONNECTED,
+                       EpState::COMPLETION_PENDING}) {
+    const std::string name = kdat::ep_state_name(s);
+    EXPECT_EQ(kdat::has_connection(s), s == EpState::CONNECTED || s == EpState::DISCONNECT_PENDING)
+        << name;
+    EXPECT_EQ(kdat::is_connecting(s), s == EpState::ACTIVE_CONNECTION_PENDING) << name;
+    EXPECT_EQ(kdat::is_accepting(s), s == EpState::COMPLETION_PENDING) << name;
+    EXPECT_EQ(kdat::has_ended(s), s == EpState::DISCONNECTED) << name;
+  }
+}
+
 TEST(EpState, InvalidStateErrorIsTheKernels) {
   const auto e = kdat::invalid_state_error(EpState::CONNECTED);
   EXPECT_EQ(e.type(), KDAT_DAT_INVALID_STATE);

@@ -54,6 +54,14 @@ struct Step {
 [[nodiscard]] inline bool has_connection(EpState state) {
   return kdat_ep_state_connected(static_cast<unsigned>(state)) != 0;
 }
+// An active connect is under way (the connect timeout applies).
+[[nodiscard]] inline bool is_connecting(EpState state) {
+  return kdat_ep_state_connecting(static_cast<unsigned>(state)) != 0;
+}
+// Accepted, not yet established.
+[[nodiscard]] inline bool is_accepting(EpState state) {
+  return kdat_ep_state_accepting(static_cast<unsigned>(state)) != 0;
+}
 // The connection or the attempt is over; only a reset makes the EP usable again.
 [[nodiscard]] inline bool has_ended(EpState state) {
   return kdat_ep_state_ended(static_cast<unsigned>(state)) != 0;

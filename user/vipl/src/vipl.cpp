@@ -472,8 +472,7 @@ kdat::Event next_event(Vi &vi, const Deadline &deadline, bool kdat_timer) {
     }
     if (deadline.passed()) {
       // kdat's timer should have ended it; make sure, then take the outcome.
-      if (vi.ep.state() == kdat::EpState::ACTIVE_CONNECTION_PENDING)
-        vi.ep.disconnect(kdat::CloseMode::abrupt);
+      if (kdat::is_connecting(vi.ep.state())) vi.ep.disconnect(kdat::CloseMode::abrupt);
       kdat::Event timed_out;
       timed_out.number = KDAT_DAT_CONNECTION_EVENT_TIMED_OUT;
       return timed_out;
@@ -681,7 +680,7 @@ VIP_RETURN VipCloseNic(VIP_NIC_HANDLE NicHandle) {
     for (const auto &vi : vis) {
       try {
         const auto s = vi->ep.state();
-        if (s == kdat::EpState::ACTIVE_CONNECTION_PENDING || s == kdat::EpState::COMPLETION_PENDING)
+        if (kdat::is_connecting(s) || kdat::is_accepting(s))
           vi->ep.disconnect(kdat::CloseMode::abrupt);
       } catch (const kdat::Error &) {
       }
