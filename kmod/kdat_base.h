@@ -47,8 +47,10 @@
  *
  * rdma_destroy_id() waits for running handlers, so it is never called with
  * ctx->lock held: ids are detached under the lock and destroyed after it.
- * The same wait lets a handler (or cr_accept, holding the handler mutex)
- * send its REQ/REP/RTU/DREP after dropping ctx->lock: the id outlives it.
+ * The same wait lets a handler (or cr_accept/cr_reject, holding the handler
+ * mutex) send its REQ/REP/RTU/REJ/DREP after dropping ctx->lock: the id
+ * outlives it.  A consumer's DREQ goes after ctx->lock too, on an id pinned
+ * under it (kdat_ep_pin_id: its destroyer waits for the pin).
  * QP state changes stay under ctx->lock: once an EP is killed,
  * kdat_ep_finish() may free its QP without waiting for any handler.
  *

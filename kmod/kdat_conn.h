@@ -21,8 +21,7 @@
 struct kdat_uqp {
 	u32 qpn;			/* the process's QP; only ever sent to the peer */
 	bool rep_arrived;		/* active: REP in, waiting for UQP_ESTABLISH */
-	bool pinned;			/* an establish is taking the id's handler mutex */
-	wait_queue_head_t unpinned;
+	bool establishing;		/* a UQP_ESTABLISH is at work (one at a time) */
 	u8 rep_pdata[KDAT_PRIVATE_DATA_MAX];	/* the REP's, for ESTABLISHED */
 	u32 rep_pdata_len;
 };
@@ -52,6 +51,11 @@ struct kdat_ep {
 	bool posts_closed;
 	struct completion qp_freed;	/* ... and ended */
 	struct rdma_cm_id *cm_id;	/* the connection's id, or NULL */
+	/*
+	 * CM calls at work on the EP's id (cm_id, or one it gave up) outside
+	 * ctx->lock: whoever destroys that id waits for them (kdat_ep_pin_id).
+	 */
+	atomic_t id_pins;
 	bool active;			/* this EP connected actively */
 	bool provider_created;		/* made by a provider-flag PSP */
 	struct kdat_sp *rsp;		/* the RSP reserving it */
@@ -159,6 +163,16 @@ struct kdat_cr {
 	u8 private_data_size;
 };
 
+/*
+ * The CM work a section under ctx->lock leaves for after it: no CM call is
+ * made under a lock that a CM handler takes.  dreq: a pinned id to send our
+ * DREQ on; gone: a detached id to destroy.  kdat_ep_wire_run() does both.
+ */
+struct kdat_ep_wire {
+	struct rdma_cm_id *dreq;
+	struct rdma_cm_id *gone;
+};
+
 /* kdat_ep.c, for the other objects' files */
 kdat_ret_t kdat_invalid_state(struct kdat_ep *ep);
 int kdat_qp_modify_cm(struct kdat_ep *ep, struct rdma_cm_id *id, enum ib_qp_state state);
@@ -170,8 +184,13 @@ void kdat_ep_free_qp(struct kdat_ep *ep);
 void kdat_ep_discard(struct kdat_ep *ep);
 kdat_ret_t kdat_ep_link(struct kdat_ep *ep, struct kdat_evd *conn,
 			struct kdat_evd *req, struct kdat_evd *recv);
-struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep);
-void kdat_ep_finish(struct kdat_ep *ep, struct rdma_cm_id *id);
+void kdat_ep_kill(struct kdat_ep *ep, struct kdat_ep_wire *wire);
+void kdat_ep_finish(struct kdat_ep *ep, struct kdat_ep_wire *wire);
+void kdat_ep_wire_run(struct kdat_ep *ep, struct kdat_ep_wire *wire);
+struct rdma_cm_id *kdat_ep_pin_id(struct kdat_ep *ep);
+void kdat_ep_unpin_id(struct kdat_ep *ep);
+bool kdat_ep_id_pinned(struct kdat_ep *ep);
+void kdat_ep_wait_unpinned(struct kdat_ep *ep);
 kdat_ret_t kdat_check_private_data(const void *pdata, s32 size, u32 max);
 
 /* kdat_sp.c */
@@ -223,8 +242,6 @@ u32 kdat_ep_qpn(struct kdat_ep *ep);
 bool kdat_uqp_qpn_in_use(struct kdat_ia *ia, struct kdat_uqp *uqp);
 void kdat_uqp_rep_arrived(struct kdat_ep *ep, const u8 *pdata, u32 len);
 void kdat_uqp_reset(struct kdat_ep *ep);
-bool kdat_uqp_pinned(struct kdat_ep *ep);
-void kdat_uqp_wait_unpinned(struct kdat_ep *ep);
 kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
 			   const struct kdat_ep_attr *attr, u32 qpn, u32 *handle);
 kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
@@ -234,7 +251,6 @@ kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags);
 int kdat_ep_dto_init(struct kdat_ep *ep, bool posts);
 void kdat_ep_dto_exit(struct kdat_ep *ep);
 void kdat_ep_flush(struct kdat_ep *ep);
-void kdat_ep_send_dreq(struct kdat_ep *ep);
 bool kdat_ep_graceful_ready(struct kdat_ep *ep);
 void kdat_ia_free_memory(struct kdat_ia *ia);
 void kdat_ia_release_memory(struct kdat_ia *ia);

@@ -260,7 +260,10 @@ kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *pdata, s32 pdata_size)
 {
 	struct kdat_ctx *ctx = cr->obj.ctx;
 	struct kdat_ep *provider_ep = NULL;
-	struct rdma_cm_id *id, *ep_id = NULL;
+	struct kdat_ep_wire ep_wire = {};
+	u8 wire[KDAT_PDATA_WIRE_MAX];
+	struct rdma_cm_id *id;
+	bool send_rej;
 	kdat_ret_t ret;
 
 	ret = kdat_check_private_data(pdata, pdata_size, kdat_pdata_max(cr->ia, KDAT_IB_REJ_FIELD));
@@ -280,28 +283,28 @@ kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *pdata, s32 pdata_size)
 		return ret;
 	}
 	kdat_ia_count(cr->ia, KDAT_IA_COUNTER_REJECTS);
-	if (id && !cr->remote_gone) {
-		u8 wire[KDAT_PDATA_WIRE_MAX];
-
-		cr->ia->cm->reject(id, wire, kdat_pdata_wrap(cr->ia, wire, pdata, pdata_size),
-				   IB_CM_REJ_CONSUMER_DEFINED);
-	}
+	/* the CR's handler, which sets remote_gone, waits for our handler mutex */
+	send_rej = id && !cr->remote_gone;
 	if (cr->ep && !cr->ep->obj.dead) {
 		kdat_ep_step(cr->ep, KDAT_EP_STIM_REJECT, NULL, 0);
 		/* An EP the provider made for this request goes with it (as in DAPL). */
 		if (cr->ep->provider_created) {
 			provider_ep = cr->ep;
 			kdat_obj_get_ref(&provider_ep->obj);
-			ep_id = kdat_ep_kill(provider_ep);
+			kdat_ep_kill(provider_ep, &ep_wire);
 		}
 	}
 	kdat_cr_kill(cr);
 	mutex_unlock(&ctx->lock);
+	/* The REJ after ctx->lock, which the CM's handlers take; the handler mutex keeps the id. */
+	if (send_rej)
+		cr->ia->cm->reject(id, wire, kdat_pdata_wrap(cr->ia, wire, pdata, pdata_size),
+				   IB_CM_REJ_CONSUMER_DEFINED);
 	if (id)
 		cr->ia->cm->unlock_handler(id);	/* the CR is dead: nobody else takes it */
 	kdat_cr_finish(cr, id);
 	if (provider_ep) {
-		kdat_ep_finish(provider_ep, ep_id);
+		kdat_ep_finish(provider_ep, &ep_wire);
 		kdat_obj_put(&provider_ep->obj);
 	}
 	return KDAT_DAT_SUCCESS;

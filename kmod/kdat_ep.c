@@ -15,6 +15,7 @@
 #include <linux/netdevice.h>
 #include <linux/slab.h>
 #include <linux/string.h>
+#include <linux/wait_bit.h>
 #include <net/net_namespace.h>
 #include <rdma/ib_cm.h>
 #include "kdat_conn.h"
@@ -55,10 +56,10 @@ static void kdat_ep_release(struct kdat_obj *obj)
 	kfree(container_of(obj, struct kdat_ep, obj)->uqp);
 }
 
-/* a UQP_ESTABLISH may be taking the id's handler mutex (kdat_uqp.c) */
+/* a CM call may be at work on the id outside ctx->lock (kdat_ep_pin_id) */
 static void kdat_ep_id_quiesce(struct kdat_obj *obj)
 {
-	kdat_uqp_wait_unpinned(container_of(obj, struct kdat_ep, obj));
+	kdat_ep_wait_unpinned(container_of(obj, struct kdat_ep, obj));
 }
 
 static const struct kdat_obj_class kdat_ep_class = {
@@ -166,26 +167,94 @@ static void kdat_ep_count(struct kdat_ia *ia, unsigned int stimulus, bool moved,
 }
 
 /*
+ * Pins the EP's id for a CM call made after ctx->lock (our DREQ, a
+ * UQP_ESTABLISH's RTU): until kdat_ep_unpin_id(), whoever destroys that id
+ * waits (kdat_ep_wait_unpinned) and a handler that ends it defers its
+ * destruction to kdat_wq.  Pins are per EP, not per id: a pin on an id the EP
+ * has given up (to an orphan, after a reset) still holds it.  Caller holds
+ * ctx->lock, so a handler that finds no pin under it cannot race a new one.
+ */
+struct rdma_cm_id *kdat_ep_pin_id(struct kdat_ep *ep)
+{
+	lockdep_assert_held(&ep->obj.ctx->lock);
+	atomic_inc(&ep->id_pins);
+	return ep->cm_id;
+}
+
+void kdat_ep_unpin_id(struct kdat_ep *ep)
+{
+	if (atomic_dec_and_test(&ep->id_pins))
+		wake_up_var(&ep->id_pins);
+}
+
+bool kdat_ep_id_pinned(struct kdat_ep *ep)
+{
+	return atomic_read(&ep->id_pins);
+}
+
+/* Before destroying an id the EP held: no locks held. */
+void kdat_ep_wait_unpinned(struct kdat_ep *ep)
+{
+	wait_var_event(&ep->id_pins, !atomic_read(&ep->id_pins));
+}
+
+/*
+ * Our own DREQ, sent by kdat_ep_wire_run() once ctx->lock is dropped: no CM
+ * call under a lock a handler takes.  Until the CM reports DISCONNECTED
+ * (the DREP, or the DREQ timed out) the id must live: destroying it cancels
+ * a DREQ the MAD layer has not sent yet, and the peer would never hear of
+ * the disconnect.  So a freed or reset EP leaves such an id to an orphan.
+ * Caller holds ctx->lock.
+ */
+static void kdat_ep_send_dreq(struct kdat_ep *ep, struct kdat_ep_wire *wire)
+{
+	lockdep_assert_held(&ep->obj.ctx->lock);
+
+	if (!ep->cm_id || ep->dreq_pending)
+		return;
+	ep->dreq_pending = true;
+	if (WARN_ON_ONCE(!wire || wire->dreq)) {
+		/* every caller passes a wire; this only keeps the DREQ if one does not */
+		ep->ia->cm->disconnect(ep->cm_id);
+		return;
+	}
+	wire->dreq = kdat_ep_pin_id(ep);
+}
+
+/* After ctx->lock: the DREQ a locked section decided on, then the id it gave up. */
+void kdat_ep_wire_run(struct kdat_ep *ep, struct kdat_ep_wire *wire)
+{
+	if (wire->dreq) {
+		ep->cm->disconnect(wire->dreq);
+		wire->dreq = NULL;
+		kdat_ep_unpin_id(ep);
+	}
+	kdat_ep_destroy_id(ep, wire->gone);
+	wire->gone = NULL;
+}
+
+/*
  * The wire effects of a consumer's disconnect (seed 001): the DREQ now, or
  * once the requests in flight are done (the last completion sends it, and the
  * peer's DREP or the CM's DREQ timeout ends it with DISCONNECTED); an
- * attempt's id given up, for the caller to destroy after ctx->lock.
+ * attempt's id given up.  Both go to wire, for the caller to do after
+ * ctx->lock.
  */
 static void kdat_ep_apply_wire(struct kdat_ep *ep, unsigned int effects,
-			       struct rdma_cm_id **gone)
+			       struct kdat_ep_wire *wire)
 {
 	struct rdma_cm_id *id;
 
 	if (effects & KDAT_EP_FX_SEND_DREQ) {
 		ep->graceful_pending = false;
-		kdat_ep_send_dreq(ep);
+		kdat_ep_send_dreq(ep, wire);
 	}
 	if (effects & KDAT_EP_FX_DRAIN) {
 		/* pending first: a last completion from now on queues the DREQ */
 		ep->graceful_pending = true;
 		if (kdat_ep_graceful_ready(ep)) {
 			ep->graceful_pending = false;
-			kdat_ep_send_dreq(ep);
+			kdat_ep_send_dreq(ep, wire);
 		}
 	}
 	if (!(effects & (KDAT_EP_FX_DROP_ID | KDAT_EP_FX_ORPHAN_ID)))
@@ -194,25 +263,25 @@ static void kdat_ep_apply_wire(struct kdat_ep *ep, unsigned int effects,
 	/* accepted: the requester may be connected already, an orphan ends it */
 	if (effects & KDAT_EP_FX_ORPHAN_ID)
 		id = kdat_orphan_adopt(ep, id);
-	if (!gone) {	/* only kdat_ep_disconnect() gives these up; never here */
+	if (!wire) {	/* only kdat_ep_disconnect() gives these up; never here */
 		WARN_ON_ONCE(id);
 		if (id)
 			kdat_destroy_id_later(ep->ia->cm, id, &ep->obj);
 		return;
 	}
-	*gone = id;
+	wire->gone = id;
 }
 
 /*
  * The only place an EP's state changes: apply the table's answer for
  * (state, stimulus) with its effects, post the event it names (with the
- * private data the stimulus brought), and return the action.  gone: where
- * an id the effects give up goes (kdat_ep_disconnect).  Caller holds
- * ctx->lock.
+ * private data the stimulus brought), and return the action.  wire: where
+ * the CM work the effects name goes, for after ctx->lock (kdat_ep_disconnect).
+ * Caller holds ctx->lock.
  */
 static unsigned int kdat_ep_apply(struct kdat_ep *ep, unsigned int stimulus,
 				  const void *pdata, u32 pdata_len, enum kdat_ia_counter why,
-				  struct rdma_cm_id **gone)
+				  struct kdat_ep_wire *wire)
 {
 	struct kdat_ep_step step = kdat_ep_lookup(ep->state, stimulus);
 	bool go = step.action == KDAT_EP_GO;
@@ -224,8 +293,8 @@ static unsigned int kdat_ep_apply(struct kdat_ep *ep, unsigned int stimulus,
 	/* the timeout need not pin the EP once the attempt is over either way */
 	if (step.effects & KDAT_EP_FX_STOP_TIMER)
 		kdat_ep_stop_timer(ep);
-	/* the DREQ goes out before the flush moves the QP */
-	kdat_ep_apply_wire(ep, step.effects, gone);
+	/* the DREQ and the id given up: to wire, for after ctx->lock */
+	kdat_ep_apply_wire(ep, step.effects, wire);
 	/* flushed completions reach their EVDs before the event below */
 	if (step.effects & KDAT_EP_FX_FLUSH)
 		kdat_ep_flush(ep);
@@ -421,14 +490,16 @@ static void kdat_ep_graceful_work(struct work_struct *work)
 {
 	struct kdat_ep *ep = container_of(work, struct kdat_ep, graceful_work);
 	struct kdat_ctx *ctx = ep->obj.ctx;
+	struct kdat_ep_wire wire = {};
 
 	mutex_lock(&ctx->lock);
 	if (!ep->obj.dead && ep->graceful_pending && kdat_ep_state_draining(ep->state) &&
 	    kdat_ep_graceful_ready(ep)) {
 		ep->graceful_pending = false;
-		kdat_ep_send_dreq(ep);	/* DISCONNECTED follows */
+		kdat_ep_send_dreq(ep, &wire);	/* DISCONNECTED follows */
 	}
 	mutex_unlock(&ctx->lock);
+	kdat_ep_wire_run(ep, &wire);
 	kdat_obj_put(&ep->obj);
 }
 
@@ -613,47 +684,34 @@ void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id)
 {
 	if (!id)
 		return;
-	kdat_uqp_wait_unpinned(ep);	/* a UQP_ESTABLISH may be taking its handler mutex */
+	kdat_ep_wait_unpinned(ep);	/* a CM call may be at work on it (kdat_ep_pin_id) */
 	ep->cm->destroy_id(id);
 	kdat_obj_put(&ep->obj);
 }
 
 /*
- * Our own DREQ.  Until the CM reports DISCONNECTED (the DREP, or the DREQ
- * timed out) the id must live: destroying it cancels a DREQ the MAD layer
- * has not sent yet, and the peer would never hear of the disconnect.  So a
- * freed or reset EP leaves such an id to an orphan.  Caller holds ctx->lock.
+ * Takes the EP off the wire at once (abrupt): DREQ if connected (sent after
+ * ctx->lock), QP to ERR so posted work is flushed.  Caller holds ctx->lock.
  */
-void kdat_ep_send_dreq(struct kdat_ep *ep)
-{
-	lockdep_assert_held(&ep->obj.ctx->lock);
-
-	if (!ep->cm_id)
-		return;
-	ep->dreq_pending = true;
-	ep->ia->cm->disconnect(ep->cm_id);
-}
-
-/*
- * Takes the EP off the wire at once (abrupt): DREQ if connected, QP to ERR
- * so posted work is flushed.  Caller holds ctx->lock.
- */
-static void kdat_ep_abort_wire(struct kdat_ep *ep)
+static void kdat_ep_abort_wire(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 {
 	lockdep_assert_held(&ep->obj.ctx->lock);
 
 	if (ep->cm_id && kdat_ep_state_connected(ep->state))
-		kdat_ep_send_dreq(ep);
+		kdat_ep_send_dreq(ep, wire);
 	kdat_qp_set(ep, IB_QPS_ERR);
 }
 
-/* Caller holds ctx->lock; returns the id to destroy after unlocking. */
-struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep)
+/*
+ * Caller holds ctx->lock; wire gets the DREQ to send and the id to destroy
+ * after unlocking (kdat_ep_finish).
+ */
+void kdat_ep_kill(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 {
 	struct rdma_cm_id *id;
 
 	lockdep_assert_held(&ep->obj.ctx->lock);
-	kdat_ep_abort_wire(ep);
+	kdat_ep_abort_wire(ep, wire);
 	kdat_obj_unlink(&ep->obj);
 	list_del_init(&ep->ia_node);
 	atomic_inc(&ep->ia->eps_finishing);	/* until kdat_ep_finish() freed the QP */
@@ -666,15 +724,15 @@ struct rdma_cm_id *kdat_ep_kill(struct kdat_ep *ep)
 	/* accepted but not established, or our DREQ unanswered: finish it later */
 	if (id && (kdat_ep_state_accepting(ep->state) || ep->dreq_pending))
 		id = kdat_orphan_adopt(ep, id);
-	return id;
+	wire->gone = id;
 }
 
 /* After kdat_ep_kill() and dropping ctx->lock: release IB resources and references. */
-void kdat_ep_finish(struct kdat_ep *ep, struct rdma_cm_id *id)
+void kdat_ep_finish(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 {
 	struct kdat_ctx *ctx = ep->obj.ctx;
 
-	kdat_ep_destroy_id(ep, id);
+	kdat_ep_wire_run(ep, wire);
 	cancel_work_sync(&ep->graceful_work);
 	/* No completion can run after this: only then may the EVDs go. */
 	kdat_ep_free_qp(ep);
@@ -696,16 +754,16 @@ void kdat_ep_finish(struct kdat_ep *ep, struct rdma_cm_id *id)
 kdat_ret_t kdat_ep_free(struct kdat_ep *ep)
 {
 	struct kdat_ctx *ctx = ep->obj.ctx;
-	struct rdma_cm_id *id;
+	struct kdat_ep_wire wire = {};
 
 	mutex_lock(&ctx->lock);
 	if (ep->obj.dead) {
 		mutex_unlock(&ctx->lock);
 		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
 	}
-	id = kdat_ep_kill(ep);
+	kdat_ep_kill(ep, &wire);
 	mutex_unlock(&ctx->lock);
-	kdat_ep_finish(ep, id);
+	kdat_ep_finish(ep, &wire);
 	return KDAT_DAT_SUCCESS;
 }
 EXPORT_SYMBOL_GPL(kdat_ep_free);
@@ -1054,7 +1112,7 @@ EXPORT_SYMBOL_GPL(kdat_ep_dup_connect);
 kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 {
 	struct kdat_ctx *ctx = ep->obj.ctx;
-	struct rdma_cm_id *id = NULL;
+	struct kdat_ep_wire wire = {};
 	unsigned int stim;
 	kdat_ret_t ret;
 
@@ -1069,10 +1127,10 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 	}
 	ret = kdat_ep_check(ep, stim);
 	if (!ret)	/* the rule's effects say what goes on the wire, and which id goes */
-		kdat_ep_apply(ep, stim, NULL, 0, KDAT_IA_COUNTER_REJECTED_OTHER, &id);
+		kdat_ep_apply(ep, stim, NULL, 0, KDAT_IA_COUNTER_REJECTED_OTHER, &wire);
 out:
 	mutex_unlock(&ctx->lock);
-	kdat_ep_destroy_id(ep, id);
+	kdat_ep_wire_run(ep, &wire);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(kdat_ep_disconnect);
@@ -1237,10 +1295,11 @@ static int kdat_cm_attempt_over(struct kdat_ep *ep, struct rdma_cm_id *id, u32 b
 		return 0;
 	kdat_ep_detach_id(ep);
 	/*
-	 * A UQP_ESTABLISH waiting for this handler's mutex must not find the
-	 * id freed when it gets it: destroy it later, after that.
+	 * A CM call outside ctx->lock may be at work on the id (a
+	 * UQP_ESTABLISH waiting for this handler's mutex, our DREQ): it must
+	 * not find the id freed; destroy it later, after that.
 	 */
-	if (kdat_uqp_pinned(ep)) {
+	if (kdat_ep_id_pinned(ep)) {
 		kdat_destroy_id_later(ep->ia->cm, id, &ep->obj);
 		return 0;
 	}

@@ -274,10 +274,12 @@ static void kdat_ia_teardown(struct kdat_ia *ia)
 		}
 		ep = list_first_entry_or_null(&ia->eps, struct kdat_ep, ia_node);
 		if (ep) {
+			struct kdat_ep_wire wire = {};
+
 			kdat_obj_get_ref(&ep->obj);
-			id = kdat_ep_kill(ep);
+			kdat_ep_kill(ep, &wire);
 			mutex_unlock(&ctx->lock);
-			kdat_ep_finish(ep, id);
+			kdat_ep_finish(ep, &wire);
 			kdat_obj_put(&ep->obj);
 			continue;
 		}
@@ -412,7 +414,7 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 
 		if (ids[2 * i]) {
 			if (obj->type == KDAT_OBJ_EP)
-				kdat_uqp_wait_unpinned((struct kdat_ep *)obj);
+				kdat_ep_wait_unpinned((struct kdat_ep *)obj);
 			ia->cm->destroy_id(ids[2 * i]);
 			kdat_obj_put(obj);	/* the id's reference */
 		}

@@ -132,6 +132,7 @@ static int kdat_orphan_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 			     struct rdma_cm_event *ev)
 {
 	struct kdat_orphan *o = container_of(obj, struct kdat_orphan, obj);
+	struct kdat_ep *ep;
 
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ESTABLISHED:
@@ -147,8 +148,19 @@ static int kdat_orphan_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		if (!kdat_orphan_unlink(o))
 			return 0;
-		kdat_obj_put(&o->ep->obj);	/* frees later, from kdat_wq */
+		ep = o->ep;
 		kfree(o);
+		/*
+		 * Our DREQ may still be on its way out (kdat_ep_wire_run): the
+		 * id goes after it.  A pin taken before the adoption is seen
+		 * here, after kdat_orphans_lock; none is taken after it.
+		 */
+		if (kdat_ep_id_pinned(ep)) {
+			id->context = ep;	/* stale to the EP: later events end there */
+			kdat_destroy_id_later(ep->cm, id, &ep->obj);
+			return 0;
+		}
+		kdat_obj_put(&ep->obj);	/* frees later, from kdat_wq */
 		return 1;	/* rdma_cm destroys the id */
 	default:
 		return 0;
@@ -161,6 +173,7 @@ static void kdat_orphans_destroy(struct list_head *reap)
 	struct kdat_orphan *o, *tmp;
 
 	list_for_each_entry_safe(o, tmp, reap, node) {
+		kdat_ep_wait_unpinned(o->ep);	/* our DREQ may be on its way out */
 		o->ep->cm->destroy_id(o->id);
 		kdat_obj_put(&o->ep->obj);
 		kfree(o);

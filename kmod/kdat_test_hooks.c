@@ -46,4 +46,18 @@ void kdat_test_ia_hold_owner(struct kdat_ia *ia, bool hold)
 		mutex_unlock(&ia->obj.ctx->lock);
 }
 EXPORT_SYMBOL_GPL(kdat_test_ia_hold_owner);
+
+/*
+ * For a fake CM to see which of its calls kdat makes under the owner's lock,
+ * which the CM's handlers take (kdat_base.h: none may be).
+ */
+bool kdat_test_ia_owner_held(struct kdat_ia *ia)
+{
+#ifdef CONFIG_LOCKDEP
+	return lockdep_is_held(&ia->obj.ctx->lock);
+#else
+	return false;
+#endif
+}
+EXPORT_SYMBOL_GPL(kdat_test_ia_owner_held);
 #endif

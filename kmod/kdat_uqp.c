@@ -14,9 +14,10 @@
  * RTR and RTS and calls kdat_uqp_establish(), which sends the RTU under the
  * id's handler mutex.  That mutex ranks above ctx->lock, so the id is taken
  * under ctx->lock, the lock dropped and the handler mutex taken: while it
- * does, the EP is "pinned" and whoever detaches the id meanwhile destroys it
- * only after the pin is gone (kdat_uqp_wait_unpinned(); the handler defers
- * its own destruction), so the mutex cannot vanish under the waiter.
+ * does, the id is pinned (kdat_ep_pin_id) and whoever detaches it meanwhile
+ * destroys it only after the pin is gone (kdat_ep_wait_unpinned(); the
+ * handler defers its own destruction), so the mutex cannot vanish under the
+ * waiter.
  *
  * This file is the user QP's record, below the EP; the EP operations on a
  * user QP (create, attributes, establish) are in kdat_uqp_ep.c, above it.
@@ -51,18 +52,6 @@ bool kdat_uqp_qpn_in_use(struct kdat_ia *ia, struct kdat_uqp *uqp)
 				return true;
 	}
 	return false;
-}
-
-bool kdat_uqp_pinned(struct kdat_ep *ep)
-{
-	return ep->uqp && READ_ONCE(ep->uqp->pinned);
-}
-
-/* Before destroying an id detached from ep: no locks held. */
-void kdat_uqp_wait_unpinned(struct kdat_ep *ep)
-{
-	if (ep->uqp)
-		wait_event(ep->uqp->unpinned, !READ_ONCE(ep->uqp->pinned));
 }
 
 /* ep_reset: a new connection starts from scratch.  Caller holds ctx->lock. */

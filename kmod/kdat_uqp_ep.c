@@ -23,7 +23,6 @@ static kdat_ret_t kdat_uqp_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
 	if (!uqp)
 		return KDAT_ERR(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 	uqp->qpn = qpn;
-	init_waitqueue_head(&uqp->unpinned);
 	ret = kdat_ep_create_in(ia, conn, NULL, NULL, attr, uqp, out, handle);
 	if (ret)
 		kfree(uqp);
@@ -209,9 +208,9 @@ out:
 static void kdat_uqp_unpin(struct kdat_ep *ep)
 {
 	mutex_lock(&ep->obj.ctx->lock);
-	WRITE_ONCE(ep->uqp->pinned, false);
+	ep->uqp->establishing = false;
 	mutex_unlock(&ep->obj.ctx->lock);
-	wake_up_all(&ep->uqp->unpinned);
+	kdat_ep_unpin_id(ep);
 }
 
 kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags)
@@ -231,14 +230,14 @@ kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags)
 	else if (!uqp)
 		ret = KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG1);
 	else if (!kdat_ep_state_connecting(ep->state) || !uqp->rep_arrived ||
-		 !ep->cm_id || uqp->pinned)
+		 !ep->cm_id || uqp->establishing)
 		ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(ep->state));
 	if (ret) {
 		mutex_unlock(&ctx->lock);
 		return ret;
 	}
-	id = ep->cm_id;
-	WRITE_ONCE(uqp->pinned, true);
+	uqp->establishing = true;
+	id = kdat_ep_pin_id(ep);
 	mutex_unlock(&ctx->lock);
 
 	ep->ia->cm->lock_handler(id);

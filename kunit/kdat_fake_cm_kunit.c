@@ -58,6 +58,8 @@ static struct {
 	unsigned int calls[OP_COUNT];
 	int fail[OP_COUNT];		/* the next call of the op returns this */
 	unsigned int unlocked;		/* accept/connect without the handler mutex */
+	struct kdat_ia *ia;		/* the test's IA, whose owner's lock the handlers take */
+	unsigned int owner_held[OP_COUNT];	/* calls made holding that lock */
 	unsigned int double_destroy;
 	wait_queue_head_t wq;		/* destroyed ids */
 	/* run inside the next accept (REP), where kdat holds no ctx->lock */
@@ -66,6 +68,9 @@ static struct {
 	/* the same for the next RTU */
 	void (*during_rtu)(void *arg);
 	void *during_rtu_arg;
+	/* run inside the next disconnect (a DREQ, made after the owner's lock) */
+	void (*during_disconnect)(void *arg);
+	void *during_disconnect_arg;
 } fake;
 
 static struct fake_id *to_fake(struct rdma_cm_id *id)
@@ -82,6 +87,9 @@ static int fake_record(struct fake_id *f, enum fake_op op)
 	if (f)
 		f->calls[op]++;
 	fake.calls[op]++;
+	/* under fake.lock: fcm_exit() clears fake.ia before the IA goes */
+	if (fake.ia && kdat_test_ia_owner_held(fake.ia))
+		fake.owner_held[op]++;
 	ret = fake.fail[op];
 	fake.fail[op] = 0;
 	mutex_unlock(&fake.lock);
@@ -208,6 +216,12 @@ static int fake_reject(struct rdma_cm_id *id, const void *pdata, u8 len, u8 reas
 
 static int fake_disconnect(struct rdma_cm_id *id)
 {
+	void (*during)(void *arg) = fake.during_disconnect;
+
+	if (during) {
+		fake.during_disconnect = NULL;
+		during(fake.during_disconnect_arg);
+	}
 	return fake_record(to_fake(id), OP_DISCONNECT);
 }
 
@@ -366,10 +380,13 @@ static void fake_reset(void)
 	}
 	memset(fake.calls, 0, sizeof(fake.calls));
 	memset(fake.fail, 0, sizeof(fake.fail));
+	memset(fake.owner_held, 0, sizeof(fake.owner_held));
+	fake.ia = NULL;
 	fake.unlocked = 0;
 	fake.double_destroy = 0;
 	fake.during_accept = NULL;
 	fake.during_rtu = NULL;
+	fake.during_disconnect = NULL;
 	mutex_unlock(&fake.lock);
 }
 
@@ -394,6 +411,9 @@ static int fcm_init(struct kunit *test)
 	fake_reset();
 	KUNIT_ASSERT_EQ(test, kdat_ia_open(ia_name, &t->ia), KDAT_DAT_SUCCESS);
 	KUNIT_ASSERT_EQ(test, kdat_test_ia_set_cm_ops(t->ia, &fake_ops), 0);
+	mutex_lock(&fake.lock);
+	fake.ia = t->ia;
+	mutex_unlock(&fake.lock);
 	KUNIT_ASSERT_EQ(test, kdat_evd_create(t->ia, 64, KDAT_EVD_CONNECTION, NULL, NULL,
 					      &t->evd), KDAT_DAT_SUCCESS);
 	KUNIT_ASSERT_EQ(test, kdat_evd_create(t->ia, 64, KDAT_EVD_CR, NULL, NULL, &t->crevd),
@@ -415,6 +435,9 @@ static void fcm_exit(struct kunit *test)
 
 	if (!t || !t->ia)
 		return;
+	mutex_lock(&fake.lock);
+	fake.ia = NULL;
+	mutex_unlock(&fake.lock);
 	kdat_ia_close(t->ia, KDAT_IA_CLOSE_ABRUPT);
 	/* Ids that outlive the IA are orphans (an accepted connection walked away from). */
 	mutex_lock(&fake.lock);
@@ -436,6 +459,15 @@ static void fcm_exit(struct kunit *test)
 	}
 	KUNIT_EXPECT_EQ(test, fake.unlocked, 0u);
 	KUNIT_EXPECT_EQ(test, fake.double_destroy, 0u);
+	/*
+	 * The consumer's DREQ and REJ, like the handlers' sends, go out after
+	 * the owner's lock (kdat_base.h's lock order), on every path a test took.
+	 */
+	KUNIT_EXPECT_EQ(test, fake.owner_held[OP_DISCONNECT], 0u);
+	KUNIT_EXPECT_EQ(test, fake.owner_held[OP_REJECT], 0u);
+	KUNIT_EXPECT_EQ(test, fake.owner_held[OP_ACCEPT], 0u);
+	KUNIT_EXPECT_EQ(test, fake.owner_held[OP_RTU], 0u);
+	KUNIT_EXPECT_EQ(test, fake.owner_held[OP_CONNECT], 0u);
 	fake_reset();
 }
 
@@ -1016,6 +1048,51 @@ static void abrupt_races_peer_dreq(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
 }
 
+struct dreq_during {
+	struct kunit *test;
+	struct kdat_ep *ep;
+	struct fake_id *f;
+	int handler_ret;
+	bool destroyed_meanwhile;
+};
+
+/* Inside our DREQ: the consumer frees the EP and the peer's DREP ends the orphan. */
+static void free_and_drep_during_dreq(void *arg)
+{
+	struct dreq_during *d = arg;
+
+	KUNIT_EXPECT_EQ(d->test, kdat_ep_free(d->ep), KDAT_DAT_SUCCESS);
+	d->handler_ret = fake_event(d->f, RDMA_CM_EVENT_DISCONNECTED);
+	msleep(100);	/* time for a destruction that does not wait for us */
+	d->destroyed_meanwhile = READ_ONCE(d->f->destroyed);
+}
+
+/*
+ * The consumer's DREQ goes out after the owner's lock, on an id pinned under
+ * it.  While it is at work, the EP is freed (its id goes to an orphan, which
+ * waits for our DREP) and the DREP arrives (the orphan is done): the id must
+ * outlive the DREQ call, then go exactly once, from kdat_wq.
+ */
+static void dreq_call_outlives_free_and_drep(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_connected(test, ep);
+	struct kdat_ep_step s = go(test, KDAT_EP_CONNECTED, KDAT_EP_STIM_DISCONNECT_ABRUPT);
+	struct dreq_during d = { .test = test, .ep = ep, .f = f };
+
+	fake.during_disconnect = free_and_drep_during_dreq;
+	fake.during_disconnect_arg = &d;
+	KUNIT_EXPECT_EQ(test, kdat_ep_disconnect(ep, KDAT_CLOSE_ABRUPT), KDAT_DAT_SUCCESS);
+	EXPECT_EVENTS(test, ep, s.event);
+	/* our DREQ, and the orphan's answer to the DISCONNECTED (a DREP, were it the peer's DREQ) */
+	KUNIT_EXPECT_EQ(test, f->calls[OP_DISCONNECT], 2u);
+	KUNIT_EXPECT_EQ(test, d.handler_ret, 0);	/* not rdma_cm's to destroy: it is pinned */
+	KUNIT_EXPECT_FALSE(test, d.destroyed_meanwhile);
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(f));
+	KUNIT_EXPECT_FALSE(test, f->cm_destroyed);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_DESTROY], 1u);
+}
+
 /*
  * kdat_cr_accept waits for the CR id's handler mutex (an event for it is on
  * its way); meanwhile the consumer connects the EP elsewhere.  The accept
@@ -1544,6 +1621,7 @@ static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(dreq_during_disconnect_pending),
 	KUNIT_CASE(abrupt_after_graceful),
 	KUNIT_CASE(abrupt_races_peer_dreq),
+	KUNIT_CASE(dreq_call_outlives_free_and_drep),
 	KUNIT_CASE(accept_on_ep_changed_under_it),
 	KUNIT_CASE(accept_after_requester_gone),
 	KUNIT_CASE(accept_races_device_removal),
