@@ -1356,19 +1356,116 @@ static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 	return destroy;
 }
 
-/* Maps an rdma_cm event on an EP's id to the table's stimulus, doing the wire work. */
+/* ---- rdma_cm's events on an EP's id: one static map to the table's stimuli ---------- */
+
+/* An event's own work before (or instead of) its stimulus: under ctx->lock, kdat_ep_cm_event() */
+typedef void (*kdat_cm_work_fn)(struct kdat_ep *ep, struct rdma_cm_id *id,
+				struct rdma_cm_event *ev, struct kdat_cm_send *send);
+
+/* The address is known: the route next (after ctx->lock). */
+static void kdat_cm_on_addr(struct kdat_ep *ep, struct rdma_cm_id *id,
+			    struct rdma_cm_event *ev, struct kdat_cm_send *send)
+{
+	if (kdat_ep_state_connecting(ep->state))
+		send->what = KDAT_SEND_ROUTE;
+}
+
+static void kdat_cm_on_route(struct kdat_ep *ep, struct rdma_cm_id *id,
+			     struct rdma_cm_event *ev, struct kdat_cm_send *send)
+{
+	if (kdat_ep_state_connecting(ep->state))
+		kdat_cm_active_route(ep, id, send);
+}
+
+static void kdat_cm_on_rep(struct kdat_ep *ep, struct rdma_cm_id *id,
+			   struct rdma_cm_event *ev, struct kdat_cm_send *send)
+{
+	if (kdat_ep_state_connecting(ep->state))
+		kdat_cm_active_response(ep, id, ev, send);
+}
+
+static void kdat_cm_on_established(struct kdat_ep *ep, struct rdma_cm_id *id,
+				   struct rdma_cm_event *ev, struct kdat_cm_send *send)
+{
+	if (kdat_ep_state_connecting(ep->state))
+		kdat_cm_active_established(ep, ev);
+	else	/* passive side: the RTU carries no private data */
+		kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, NULL, 0);
+}
+
+/* The peer consumer's reject (PEER_REJECTED, its data) or anyone else's (NON_PEER_REJECTED). */
+static void kdat_cm_on_rej(struct kdat_ep *ep, struct rdma_cm_id *id,
+			   struct rdma_cm_event *ev, struct kdat_cm_send *send)
+{
+	const u8 *rej, *pdata;
+	u32 plen;
+	u8 len = 0;
+
+	rej = ep->ia->cm->consumer_reject_data(id, ev, &len);
+	if (rej && !kdat_pdata_provider_reject(ep->ia, rej, len, ev->status)) {
+		plen = kdat_pdata_unwrap(ep->ia, rej, len, &pdata);
+		kdat_ep_step(ep, KDAT_EP_STIM_PEER_REJECTED, pdata, plen);
+	} else {
+		kdat_ep_non_peer_rejected(ep, kdat_reject_reason(ep->ia, rej, len, ev->status));
+	}
+}
+
+/* Before DISCONNECTED: answer a peer's DREQ (DREP; harmless after our own DREQ). */
+static void kdat_cm_on_disconnected(struct kdat_ep *ep, struct rdma_cm_id *id,
+				    struct rdma_cm_event *ev, struct kdat_cm_send *send)
+{
+	send->what = KDAT_SEND_DREP;
+	ep->dreq_pending = false;
+	ep->graceful_pending = false;
+}
+
+/*
+ * Every rdma_cm event an EP's id can get, and what it is to the EP: the
+ * table's stimulus (a failure's read through kdat_ep_failure(): late, it is
+ * the timeout's), and the event's own work, run first, which for the steps
+ * of the active side's handshake and for a reject finds the stimulus itself.
+ * An event not listed (TIMEWAIT_EXIT, ADDR_CHANGE) is nothing to the EP.
+ */
+enum kdat_cm_use { KDAT_CM_IGNORED, KDAT_CM_STIMULUS, KDAT_CM_FAILURE, KDAT_CM_WORK };
+
+static const struct {
+	u8 use;
+	u8 stimulus;
+	kdat_cm_work_fn work;
+} kdat_cm_event_map[RDMA_CM_EVENT_TIMEWAIT_EXIT + 1] = {
+	[RDMA_CM_EVENT_ADDR_RESOLVED] = { .use = KDAT_CM_WORK, .work = kdat_cm_on_addr },
+	[RDMA_CM_EVENT_ADDR_ERROR] = { KDAT_CM_FAILURE, KDAT_EP_STIM_UNREACHABLE },
+	[RDMA_CM_EVENT_ROUTE_RESOLVED] = { .use = KDAT_CM_WORK, .work = kdat_cm_on_route },
+	[RDMA_CM_EVENT_ROUTE_ERROR] = { KDAT_CM_FAILURE, KDAT_EP_STIM_UNREACHABLE },
+	[RDMA_CM_EVENT_CONNECT_RESPONSE] = { .use = KDAT_CM_WORK, .work = kdat_cm_on_rep },
+	/* while accepting, the table makes it ACCEPT_COMPLETION_ERROR */
+	[RDMA_CM_EVENT_CONNECT_ERROR] = { KDAT_CM_STIMULUS, KDAT_EP_STIM_BROKEN },
+	[RDMA_CM_EVENT_UNREACHABLE] = { KDAT_CM_FAILURE, KDAT_EP_STIM_UNREACHABLE },
+	[RDMA_CM_EVENT_REJECTED] = { .use = KDAT_CM_WORK, .work = kdat_cm_on_rej },
+	[RDMA_CM_EVENT_ESTABLISHED] = { .use = KDAT_CM_WORK, .work = kdat_cm_on_established },
+	[RDMA_CM_EVENT_DISCONNECTED] = { KDAT_CM_STIMULUS, KDAT_EP_STIM_DISCONNECTED,
+					 .work = kdat_cm_on_disconnected },
+	/* kdat's ib_client tears the IA down before rdma_cm gets here */
+	[RDMA_CM_EVENT_DEVICE_REMOVAL] = { KDAT_CM_STIMULUS, KDAT_EP_STIM_DEVICE_REMOVED },
+};
+
+static_assert(KDAT_EP_STIM_COUNT <= U8_MAX);
+
 static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 			    struct rdma_cm_event *ev)
 {
 	struct kdat_ep *ep = container_of(obj, struct kdat_ep, obj);
 	struct kdat_ctx *ctx = ep->obj.ctx;
 	struct kdat_cm_send send;
-	u32 before, plen;
+	unsigned int use = KDAT_CM_IGNORED, stimulus = 0;
 	int destroy;
-	u8 len = 0;
-	const u8 *rej, *pdata;
+	u32 before;
 
 	send.what = KDAT_SEND_NONE;
+	if ((unsigned int)ev->event < ARRAY_SIZE(kdat_cm_event_map)) {
+		use = kdat_cm_event_map[ev->event].use;
+		stimulus = kdat_cm_event_map[ev->event].stimulus;
+	}
 
 	mutex_lock(&ctx->lock);
 	if (ep->obj.dead || ep->cm_id != id) {
@@ -1383,58 +1480,12 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 		return adopted ? kdat_cm_upcall(id, ev) : 0;
 	}
 	before = ep->state;
-	switch (ev->event) {
-	case RDMA_CM_EVENT_ADDR_RESOLVED:
-		if (kdat_ep_state_connecting(ep->state))
-			send.what = KDAT_SEND_ROUTE;
-		break;
-	case RDMA_CM_EVENT_ROUTE_RESOLVED:
-		if (kdat_ep_state_connecting(ep->state))
-			kdat_cm_active_route(ep, id, &send);
-		break;
-	case RDMA_CM_EVENT_ADDR_ERROR:
-	case RDMA_CM_EVENT_ROUTE_ERROR:
-	case RDMA_CM_EVENT_UNREACHABLE:
-		kdat_ep_step(ep, kdat_ep_failure(ep, KDAT_EP_STIM_UNREACHABLE), NULL, 0);
-		break;
-	case RDMA_CM_EVENT_CONNECT_RESPONSE:
-		if (kdat_ep_state_connecting(ep->state))
-			kdat_cm_active_response(ep, id, ev, &send);
-		break;
-	case RDMA_CM_EVENT_ESTABLISHED:
-		if (kdat_ep_state_connecting(ep->state))
-			kdat_cm_active_established(ep, ev);
-		else	/* passive side: the RTU carries no private data */
-			kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, NULL, 0);
-		break;
-	case RDMA_CM_EVENT_REJECTED:
-		rej = ep->ia->cm->consumer_reject_data(id, ev, &len);
-		if (rej && !kdat_pdata_provider_reject(ep->ia, rej, len, ev->status)) {
-			plen = kdat_pdata_unwrap(ep->ia, rej, len, &pdata);
-			kdat_ep_step(ep, KDAT_EP_STIM_PEER_REJECTED, pdata, plen);
-		} else {
-			kdat_ep_non_peer_rejected(ep, kdat_reject_reason(ep->ia, rej, len,
-									  ev->status));
-		}
-		break;
-	case RDMA_CM_EVENT_CONNECT_ERROR:
-		/* while accepting, the table makes it ACCEPT_COMPLETION_ERROR */
-		kdat_ep_step(ep, KDAT_EP_STIM_BROKEN, NULL, 0);
-		break;
-	case RDMA_CM_EVENT_DISCONNECTED:
-		/* Answer a peer's DREQ (DREP); harmless after our own DREQ. */
-		send.what = KDAT_SEND_DREP;
-		ep->dreq_pending = false;
-		ep->graceful_pending = false;
-		kdat_ep_step(ep, KDAT_EP_STIM_DISCONNECTED, NULL, 0);
-		break;
-	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-		/* kdat's ib_client tears the IA down before rdma_cm gets here. */
-		kdat_ep_step(ep, KDAT_EP_STIM_DEVICE_REMOVED, NULL, 0);
-		break;
-	default:
-		break;	/* TIMEWAIT_EXIT, ADDR_CHANGE: nothing for the EP */
-	}
+	if (use != KDAT_CM_IGNORED && kdat_cm_event_map[ev->event].work)
+		kdat_cm_event_map[ev->event].work(ep, id, ev, &send);
+	if (use == KDAT_CM_STIMULUS)
+		kdat_ep_step(ep, stimulus, NULL, 0);
+	else if (use == KDAT_CM_FAILURE)
+		kdat_ep_step(ep, kdat_ep_failure(ep, stimulus), NULL, 0);
 	destroy = kdat_cm_attempt_over(ep, id, before);
 	kdat_rec_sync(&ep->obj);	/* addresses, IRD/ORD */
 	mutex_unlock(&ctx->lock);
