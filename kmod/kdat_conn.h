@@ -186,7 +186,6 @@ kdat_ret_t kdat_ep_link(struct kdat_ep *ep, struct kdat_evd *conn,
 			struct kdat_evd *req, struct kdat_evd *recv);
 void kdat_ep_kill(struct kdat_ep *ep, struct kdat_ep_wire *wire);
 void kdat_ep_finish(struct kdat_ep *ep, struct kdat_ep_wire *wire);
-void kdat_ep_wire_run(struct kdat_ep *ep, struct kdat_ep_wire *wire);
 struct rdma_cm_id *kdat_ep_pin_id(struct kdat_ep *ep);
 void kdat_ep_unpin_id(struct kdat_ep *ep);
 bool kdat_ep_id_pinned(struct kdat_ep *ep);

@@ -222,7 +222,7 @@ static void kdat_ep_send_dreq(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 }
 
 /* After ctx->lock: the DREQ a locked section decided on, then the id it gave up. */
-void kdat_ep_wire_run(struct kdat_ep *ep, struct kdat_ep_wire *wire)
+static void kdat_ep_wire_run(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 {
 	if (wire->dreq) {
 		ep->cm->disconnect(wire->dreq);
