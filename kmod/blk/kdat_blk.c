@@ -10,6 +10,8 @@
  * registered for the target (a fast registration per request, one MR per
  * tag) and named in a command sent to it; the target moves the data by RDMA
  * and answers with a send that ends the registration (kdat_blk_proto.h).
+ * A write of a page or less goes in the command's send when the target
+ * offers it: no registration and no RDMA read (the latency of a small write).
  * Flush and discard pass through when the target's device has them.
  *
  * The connection events drive the device.  When a queue's connection ends
@@ -96,6 +98,7 @@ struct kblk_queue {
 	bool live;			/* its connection is ESTABLISHED */
 	struct kdat_evd *evd;		/* connection events (ctrl.lock); NULL when torn down */
 	struct kdat_ep *ep;
+	u32 inline_write_bytes;		/* what its accept offered, 0 for none */
 	struct kdat_mr **mrs;		/* one per tag */
 	struct kblk_rsp_buf *rsps;	/* queue_depth of them */
 	struct work_struct event_work;
@@ -105,9 +108,10 @@ struct kblk_queue {
 struct kblk_req {
 	struct kblk_cmd cmd;
 	struct scatterlist cmd_sg;
-	struct kdat_sgl cmd_sgl;
-	struct scatterlist sg[KBLK_MAX_IO_PAGES];
-	struct kdat_sgl data;
+	struct kdat_sgl cmd_sgl;	/* unused (nents 0) when the data is inline */
+	/* [0]: the command when the data is inline; [1..]: the data's pages */
+	struct scatterlist sg[1 + KBLK_MAX_IO_PAGES];
+	struct kdat_sgl data;		/* inline: the command and the data, one send */
 	struct kdat_cqe send_cqe;
 	struct kdat_cqe inv_cqe;
 	struct kdat_mr *mr;		/* its tag's, while registered */
@@ -194,7 +198,8 @@ static void req_unmap(struct kblk_req *req)
 {
 	if (!req->mapped)
 		return;
-	kdat_sgl_unmap(ctrl.ia, &req->cmd_sgl);
+	if (req->cmd_sgl.nents)
+		kdat_sgl_unmap(ctrl.ia, &req->cmd_sgl);
 	if (req->data.nents)
 		kdat_sgl_unmap(ctrl.ia, &req->data);
 	req->mapped = false;
@@ -268,7 +273,7 @@ static blk_status_t kblk_queue_rq(struct blk_mq_hw_ctx *hctx, const struct blk_m
 	struct kblk_req *req = blk_mq_rq_to_pdu(rq);
 	struct kblk_cmd *cmd = &req->cmd;
 	u64 addr = 0;
-	int n;
+	int n = 0;
 
 	if (READ_ONCE(ctrl.fail_io))
 		return BLK_STS_IOERR;
@@ -300,14 +305,32 @@ static blk_status_t kblk_queue_rq(struct blk_mq_hw_ctx *hctx, const struct blk_m
 	req->status = BLK_STS_OK;
 	req->mr = NULL;
 	req->data.nents = 0;
+	req->cmd_sgl.nents = 0;
+	if (cmd->opcode == KBLK_OP_READ || cmd->opcode == KBLK_OP_WRITE) {
+		sg_init_table(req->sg, ARRAY_SIZE(req->sg));
+		n = blk_rq_map_sg(rq->q, rq, &req->sg[1]);
+		if (n <= 0)
+			return BLK_STS_IOERR;
+	}
+	if (cmd->opcode == KBLK_OP_WRITE && blk_rq_bytes(rq) <= q->inline_write_bytes &&
+	    n <= KBLK_INLINE_MAX_SEGS) {
+		/* the data follows the command in one send */
+		cmd->flags |= KBLK_CMD_INLINE;
+		sg_set_buf(&req->sg[0], cmd, sizeof(*cmd));
+		if (kdat_sgl_map(ctrl.ia, &req->data, req->sg, 1 + n, DMA_TO_DEVICE))
+			return BLK_STS_RESOURCE;
+		req->mapped = true;
+		atomic_set(&req->refs, 2);
+		if (kdat_ep_post_sgl(q->ep, KDAT_SGL_SEND, &req->data, &req->send_cqe, 0, 0))
+			goto busy;
+		return BLK_STS_OK;
+	}
 	sg_init_one(&req->cmd_sg, cmd, sizeof(*cmd));
 	if (kdat_sgl_map(ctrl.ia, &req->cmd_sgl, &req->cmd_sg, 1, DMA_TO_DEVICE))
 		return BLK_STS_RESOURCE;
 	req->mapped = true;
 	if (cmd->opcode == KBLK_OP_READ || cmd->opcode == KBLK_OP_WRITE) {
-		sg_init_table(req->sg, KBLK_MAX_IO_PAGES);
-		n = blk_rq_map_sg(rq->q, rq, req->sg);
-		if (n <= 0 || kdat_sgl_map(ctrl.ia, &req->data, req->sg, n, rq_dma_dir(rq)))
+		if (kdat_sgl_map(ctrl.ia, &req->data, &req->sg[1], n, rq_dma_dir(rq)))
 			goto busy;
 		req->mr = q->mrs[rq->tag];
 		if (kdat_ep_post_reg_mr(q->ep, req->mr, &req->data,
@@ -405,7 +428,8 @@ static int queue_setup(struct kblk_queue *q)
 	struct kdat_ep_attr attr = {
 		/* per request: a registration, the command and perhaps an invalidate */
 		.max_request_dtos = 3 * queue_depth + 2, .max_recv_dtos = queue_depth + 1,
-		.max_request_iov = 1, .max_recv_iov = 1,
+		/* an inline write: the command and its data's segments */
+		.max_request_iov = 1 + KBLK_INLINE_MAX_SEGS, .max_recv_iov = 1,
 		.max_rdma_read_in = 16, .max_rdma_read_out = 0,
 		.retry_count = 7, .rnr_retry_count = 7,
 	};
@@ -535,6 +559,8 @@ static bool accept_ok(const struct kdat_event_info *ev, struct kblk_queue *q)
 		}
 		ctrl.dev = *acc;
 	}
+	q->inline_write_bytes = le16_to_cpu(acc->flags) & KBLK_F_INLINE_WRITE ?
+		min_t(u32, le32_to_cpu(acc->inline_write_bytes), KBLK_INLINE_WRITE_BYTES) : 0;
 	return true;
 }
 

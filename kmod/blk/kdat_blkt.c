@@ -9,8 +9,10 @@
  * command slots, each with a command receive, a response and pages for one
  * command's data.  A write is an RDMA read of the initiator's registered pages
  * into the slot's, then a bio; a read is a bio, then an RDMA write; every
- * response to a command with data is a send with invalidate of the
- * initiator's registration (kdat_blk_proto.h).  Twice the depth, because a
+ * response to a command with registered data is a send with invalidate of
+ * the initiator's registration (kdat_blk_proto.h).  A write of a page or
+ * less may come inline instead: each command receive has a page behind the
+ * command, and the bio writes from it.  Twice the depth, because a
  * slot's receive is posted again only once its response's send completed,
  * and the initiator may already have sent the tag's next command: a command
  * must never meet an empty receive queue (an RNR retry makes rxe run the
@@ -43,6 +45,8 @@ module_param(max_queue_depth, int, 0444);
 MODULE_PARM_DESC(max_queue_depth, "the deepest queue an initiator may ask for (1-128)");
 
 #define BLKT_MODE	(FMODE_READ | FMODE_WRITE | FMODE_EXCL)
+/* a command receive's inline data lands in one page */
+static_assert(KBLK_INLINE_WRITE_BYTES <= PAGE_SIZE);
 
 enum blkt_step { BLKT_EXEC, BLKT_WRITE_DATA_IN, BLKT_REPLY };
 
@@ -57,7 +61,10 @@ struct blkt_msg {
 
 struct blkt_slot {
 	struct blkt_queue *q;
-	struct blkt_msg recv;		/* a command */
+	struct blkt_msg recv;		/* a command, and in recv_sg[1] its inline data */
+	struct scatterlist recv_sg[2];
+	struct page *inline_page;
+	u32 inline_len;			/* the command's inline write data, in inline_page */
 	struct blkt_msg rsp;
 	struct kblk_cmd cmd;		/* the command being served */
 	struct page *pages[KBLK_MAX_IO_PAGES];
@@ -128,9 +135,11 @@ static int param_get_count(char *buf, const struct kernel_param *kp)
 }
 
 static const struct kernel_param_ops count_ops = { .get = param_get_count };
-static atomic64_t reads, writes, flushes, discards, failures;
+static atomic64_t reads, writes, inline_writes, flushes, discards, failures;
 module_param_cb(reads, &count_ops, &reads, 0444);
 module_param_cb(writes, &count_ops, &writes, 0444);
+module_param_cb(inline_writes, &count_ops, &inline_writes, 0444);
+MODULE_PARM_DESC(inline_writes, "writes whose data came in the command (read-only; in writes too)");
 module_param_cb(flushes, &count_ops, &flushes, 0444);
 module_param_cb(discards, &count_ops, &discards, 0444);
 module_param_cb(failures, &count_ops, &failures, 0444);
@@ -144,6 +153,8 @@ static void slot_end(struct blkt_slot *s)
 		kdat_sgl_unmap(ia, &s->data);
 		s->data_mapped = false;
 	}
+	/* the bio may have read the inline page: the device's again */
+	kdat_sgl_sync_for_device(ia, &s->recv.sgl);
 	if (!READ_ONCE(q->dying) && kdat_ep_post_recv_sgl(q->ep, &s->recv.sgl, &s->recv.cqe))
 		pr_warn_ratelimited("kdat_blkt: queue %u: cannot post a command receive\n", q->qid);
 	/* the waker computes a hash of the address; it never touches q after the decrement */
@@ -161,7 +172,8 @@ static void respond(struct blkt_slot *s)
 {
 	struct kblk_rsp *r = s->rsp.buf;
 	u32 rkey = le32_to_cpu(s->cmd.rkey);
-	bool data = s->cmd.opcode == KBLK_OP_READ || s->cmd.opcode == KBLK_OP_WRITE;
+	bool data = (s->cmd.opcode == KBLK_OP_READ || s->cmd.opcode == KBLK_OP_WRITE) &&
+		    !(s->cmd.flags & KBLK_CMD_INLINE);
 
 	r->tag = s->cmd.tag;
 	r->status = cpu_to_le32(s->status);
@@ -193,6 +205,8 @@ static void submit(struct blkt_slot *s, blk_opf_t opf)
 	s->bio.bi_end_io = bio_done;
 	if (op_is_discard(opf))
 		s->bio.bi_iter.bi_size = len;
+	else if (s->cmd.flags & KBLK_CMD_INLINE)
+		__bio_add_page(&s->bio, s->inline_page, len, 0);
 	else
 		for (i = 0; len; i++) {
 			u32 n = min_t(u32, len, PAGE_SIZE);
@@ -234,17 +248,23 @@ static void rdma_done(struct kdat_cqe *cqe, const struct kdat_completion *c)
 	queue_work(blkt_wq, &s->work);
 }
 
-static int cmd_check(const struct kblk_cmd *cmd)
+static int cmd_check(const struct kblk_cmd *cmd, u32 inline_len)
 {
 	u32 len = le32_to_cpu(cmd->length);
 	u64 sector = le64_to_cpu(cmd->sector);
 	u32 lbs = bdev_logical_block_size(bdev);
 
+	/* inline data is a write's only, and a write's data comes one way */
+	if (cmd->flags & KBLK_CMD_INLINE ? cmd->opcode != KBLK_OP_WRITE || !inline_len : inline_len)
+		return -EPROTO;
 	switch (cmd->opcode) {
 	case KBLK_OP_FLUSH:
 		return 0;
-	case KBLK_OP_READ:
 	case KBLK_OP_WRITE:
+		if (cmd->flags & KBLK_CMD_INLINE && len != inline_len)
+			return -EPROTO;	/* the send did not carry what the command says */
+		fallthrough;
+	case KBLK_OP_READ:
 		if (!len || len > KBLK_MAX_IO_BYTES)
 			return -EINVAL;
 		break;
@@ -290,7 +310,7 @@ static void slot_work(struct work_struct *work)
 		respond(s);
 		return;
 	}
-	s->status = cmd_check(&s->cmd);
+	s->status = cmd_check(&s->cmd, s->inline_len);
 	if (s->status) {
 		respond(s);
 		return;
@@ -302,6 +322,11 @@ static void slot_work(struct work_struct *work)
 		break;
 	case KBLK_OP_WRITE:
 		atomic64_inc(&writes);
+		if (s->cmd.flags & KBLK_CMD_INLINE) {
+			atomic64_inc(&inline_writes);
+			submit(s, REQ_OP_WRITE | (s->cmd.flags & KBLK_CMD_FUA ? REQ_FUA : 0));
+			break;
+		}
 		/* the initiator's pages first */
 		if (READ_ONCE(q->dying) || map_data(s, DMA_FROM_DEVICE) ||
 		    kdat_ep_post_sgl(q->ep, KDAT_SGL_RDMA_READ, &s->data, &s->rdma_cqe, addr, rkey))
@@ -331,7 +356,10 @@ static void cmd_received(struct kdat_cqe *cqe, const struct kdat_completion *c)
 		respond(s);
 		return;
 	}
+	kdat_sgl_sync_for_cpu(ia, &s->recv.sgl);
 	memcpy(&s->cmd, s->recv.buf, sizeof(s->cmd));
+	/* cmd_check() holds an inline write's length against it */
+	s->inline_len = c->byte_len - sizeof(s->cmd);
 	s->step = BLKT_EXEC;
 	spin_lock_bh(&s->q->wait_lock);
 	if (!s->q->established) {
@@ -373,6 +401,22 @@ static int msg_init(struct blkt_msg *m, u32 len,
 	return kdat_sgl_map(ia, &m->sgl, &m->sg, 1, DMA_BIDIRECTIONAL) ? -EIO : 0;
 }
 
+/* A command receive: the command, then a page for a write's inline data. */
+static int recv_init(struct blkt_slot *s)
+{
+	struct blkt_msg *m = &s->recv;
+
+	m->buf = kzalloc(sizeof(struct kblk_cmd), GFP_KERNEL);
+	s->inline_page = alloc_page(GFP_KERNEL);
+	if (!m->buf || !s->inline_page)
+		return -ENOMEM;
+	sg_init_table(s->recv_sg, 2);
+	sg_set_buf(&s->recv_sg[0], m->buf, sizeof(struct kblk_cmd));
+	sg_set_page(&s->recv_sg[1], s->inline_page, KBLK_INLINE_WRITE_BYTES, 0);
+	m->cqe.done = cmd_received;
+	return kdat_sgl_map(ia, &m->sgl, s->recv_sg, 2, DMA_BIDIRECTIONAL) ? -EIO : 0;
+}
+
 static void msg_free(struct blkt_msg *m)
 {
 	if (m->buf)
@@ -401,6 +445,8 @@ static void queue_free(struct blkt_queue *q)
 		struct blkt_slot *s = &q->slots[i];
 
 		msg_free(&s->recv);
+		if (s->inline_page)
+			__free_page(s->inline_page);
 		msg_free(&s->rsp);
 		for (j = 0; j < KBLK_MAX_IO_PAGES; j++)
 			if (s->pages[j])
@@ -482,7 +528,7 @@ static struct blkt_queue *queue_alloc(u16 qid, u16 depth)
 		.max_rdma_read_in = 16, .max_rdma_read_out = 16,
 		/* per slot: a response and an RDMA; the receives */
 		.max_request_dtos = 4 * depth + 2, .max_recv_dtos = 2 * depth + 2,
-		.max_request_iov = KBLK_MAX_IO_PAGES, .max_recv_iov = 1,
+		.max_request_iov = KBLK_MAX_IO_PAGES, .max_recv_iov = 2,
 		.retry_count = 7, .rnr_retry_count = 7,
 	};
 	struct blkt_queue *q = kzalloc(sizeof(*q), GFP_KERNEL);
@@ -512,7 +558,7 @@ static struct blkt_queue *queue_alloc(u16 qid, u16 depth)
 			if (!s->pages[j])
 				goto fail;
 		}
-		if (msg_init(&s->recv, sizeof(struct kblk_cmd), cmd_received) ||
+		if (recv_init(s) ||
 		    msg_init(&s->rsp, sizeof(struct kblk_rsp), rsp_sent))
 			goto fail;
 		/* before the accept: a command never meets an empty receive queue */
@@ -543,6 +589,8 @@ static void connection_request(struct kdat_cr *cr)
 		.capacity = cpu_to_le64(bdev_nr_sectors(bdev)),
 		.logical_block_size = cpu_to_le32(bdev_logical_block_size(bdev)),
 		.max_io_bytes = cpu_to_le32(KBLK_MAX_IO_BYTES),
+		.flags = cpu_to_le16(KBLK_F_INLINE_WRITE),
+		.inline_write_bytes = cpu_to_le32(KBLK_INLINE_WRITE_BYTES),
 	};
 	struct blkt_queue *q;
 	u16 depth;
