@@ -251,7 +251,7 @@ struct kdat_device *kdat_device_find(struct ib_device *ibdev);
 extern struct mutex kdat_devices_lock;
 
 /* kdat_table.c: the shared object table */
-struct kdat_table *kdat_table_create(const char *kernel_owner);
+struct kdat_table *kdat_table_create(const char *kernel_owner, struct mutex *writer_lock);
 void kdat_table_get(struct kdat_table *t);
 void kdat_table_put(struct kdat_table *t);
 void kdat_table_close(struct kdat_table *t);

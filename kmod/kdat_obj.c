@@ -82,14 +82,14 @@ struct kdat_ctx *kdat_ctx_create(const char *kernel_owner, struct net *net)
 
 	if (!ctx)
 		return NULL;
-	ctx->table = kdat_table_create(kernel_owner);
+	mutex_init(&ctx->lock);
+	ctx->table = kdat_table_create(kernel_owner, &ctx->lock);
 	if (!ctx->table) {
 		kfree(ctx);
 		return NULL;
 	}
 	ctx->net = get_net(net);
 	ctx->kern_name = kernel_owner ? kdat_owner_name(kernel_owner) : NULL;
-	mutex_init(&ctx->lock);
 	xa_init_flags(&ctx->objs, XA_FLAGS_ALLOC1);
 	INIT_LIST_HEAD(&ctx->ias);
 	kref_init(&ctx->ref);

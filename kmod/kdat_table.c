@@ -33,6 +33,7 @@ struct kdat_table {
 	bool kernel;
 	u16 gen_base;			/* first generation of every slot */
 	u32 high_water;			/* slots with a page (writer's copy) */
+	struct mutex *writer_lock;	/* the owner's ctx->lock: the single writer's */
 	struct kdat_table_header *hdr;
 	/* slot -> struct kdat_ia_stats of the live IAs; readers copy under its lock */
 	struct xarray ia_stats;
@@ -43,8 +44,11 @@ static LIST_HEAD(kdat_tables);
 static DEFINE_MUTEX(kdat_tables_lock);
 static atomic64_t kdat_table_ids = ATOMIC64_INIT(0);
 
-/* kernel_owner: a kernel consumer's name; NULL for an open file. */
-struct kdat_table *kdat_table_create(const char *kernel_owner)
+/*
+ * kernel_owner: a kernel consumer's name; NULL for an open file.
+ * writer_lock: the lock every writer holds (the owner's ctx->lock).
+ */
+struct kdat_table *kdat_table_create(const char *kernel_owner, struct mutex *writer_lock)
 {
 	bool kernel = kernel_owner;
 	struct kdat_table *t = kvzalloc(sizeof(*t), GFP_KERNEL);
@@ -58,6 +62,7 @@ struct kdat_table *kdat_table_create(const char *kernel_owner)
 		return NULL;
 	}
 	kref_init(&t->ref);
+	t->writer_lock = writer_lock;
 	xa_init(&t->ia_stats);
 	t->id = atomic64_inc_return(&kdat_table_ids);
 	t->uid = current_euid();
@@ -154,6 +159,7 @@ u32 kdat_table_claim(struct kdat_table *t, u32 slot)
 	struct kdat_record *rec;
 	u16 gen;
 
+	lockdep_assert_held(t->writer_lock);
 	if (WARN_ON_ONCE(!slot || slot >= KDAT_TABLE_MAX_SLOTS))
 		return 0;
 	if (!t->pages[idx]) {
@@ -184,6 +190,7 @@ struct kdat_record *kdat_table_write_begin(struct kdat_table *t, u32 slot)
 {
 	struct kdat_record *rec = kdat_table_record(t, slot);
 
+	lockdep_assert_held(t->writer_lock);
 	WRITE_ONCE(rec->seq, rec->seq + 1);
 	/* odd seq visible before any field changes (reader's final seq check) */
 	smp_wmb();
@@ -192,6 +199,7 @@ struct kdat_record *kdat_table_write_begin(struct kdat_table *t, u32 slot)
 
 void kdat_table_write_end(struct kdat_table *t, struct kdat_record *rec, int live_delta)
 {
+	lockdep_assert_held(t->writer_lock);
 	/* all fields visible before seq turns even (reader's acquire of seq) */
 	smp_wmb();
 	WRITE_ONCE(rec->seq, rec->seq + 1);
