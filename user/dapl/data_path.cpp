@@ -33,6 +33,20 @@
 #include <vector>
 
 namespace kdat::dapl {
+
+// A DTO EVD's CQ and its completion channel (Evd::cq points here while cqs_ owns it).
+struct Cq {
+  Cq() = default;
+  Cq(const Cq &) = delete;
+  Cq &operator=(const Cq &) = delete;
+  ~Cq() {
+    if (cq != nullptr) (void)ibv_destroy_cq(cq);
+    if (channel != nullptr) (void)ibv_destroy_comp_channel(channel);
+  }
+  ibv_comp_channel *channel = nullptr;
+  ibv_cq *cq = nullptr;
+};
+
 namespace {
 
 constexpr std::uint32_t kDefaultDtos = 64;
@@ -88,17 +102,6 @@ DAT_DTO_COMPLETION_STATUS to_dat(ibv_wc_status status) {
 }
 
 // An EVD's CQ and its completion channel.
-struct Cq {
-  Cq() = default;
-  Cq(const Cq &) = delete;
-  Cq &operator=(const Cq &) = delete;
-  ~Cq() {
-    if (cq != nullptr) (void)ibv_destroy_cq(cq);
-    if (channel != nullptr) (void)ibv_destroy_comp_channel(channel);
-  }
-  ibv_comp_channel *channel = nullptr;
-  ibv_cq *cq = nullptr;
-};
 
 // What a DAT post asks for.
 enum class Op {
@@ -239,6 +242,14 @@ class PendingTable {
   }
   void remove(std::uint64_t id) {
     if (find(id) != nullptr) release(static_cast<std::uint32_t>(id));
+  }
+  // Removes the request `id` names and gives it back; nullopt if it was forgotten.
+  [[nodiscard]] std::optional<Pending> take(std::uint64_t id) {
+    Pending *p = find(id);
+    if (p == nullptr) return std::nullopt;
+    std::optional<Pending> out(*p);
+    release(static_cast<std::uint32_t>(id));
+    return out;
   }
   template <typename F>
   void remove_if(F &&f) {
@@ -390,6 +401,7 @@ class VerbsDataPath final : public DataPath {
   explicit VerbsDataPath(Ia &ia) : ia_(ia) {}
   ~VerbsDataPath() override {
     // The IA frees its EPs (QPs) before its EVDs and this; CQs go before the device.
+    for (auto &[evd, cq] : cqs_) evd->cq = nullptr;
     cqs_.clear();
   }
   [[nodiscard]] const char *name() const override { return "user-qp"; }
@@ -498,7 +510,7 @@ class VerbsDataPath final : public DataPath {
   }
 
   bool outstanding(const Ep &ep, Evd &evd) override {
-    if (!ep.user || cqs_.find(&evd) == cqs_.end()) return false;
+    if (!ep.user || evd.cq == nullptr) return false;
     return pending_.any([&](const Pending &p) { return p.ep == &ep && p.evd == &evd; });
   }
 
@@ -509,6 +521,7 @@ class VerbsDataPath final : public DataPath {
 
   void forget_evd(Evd &evd) override {
     pending_.remove_if([&](const Pending &p) { return p.evd == &evd; });
+    evd.cq = nullptr;
     cqs_.erase(&evd);
   }
 
@@ -517,10 +530,7 @@ class VerbsDataPath final : public DataPath {
   void drop(std::uint64_t id) { pending_.remove(id); }
 
  private:
-  Cq *cq_of(Evd &evd) {
-    const auto it = cqs_.find(&evd);
-    return it != cqs_.end() ? it->second.get() : nullptr;
-  }
+  static Cq *cq_of(const Evd &evd) { return evd.cq; }
 
   std::size_t poll(Evd &evd, Cq &cq) {
     std::size_t added = 0;
@@ -551,15 +561,15 @@ class VerbsDataPath final : public DataPath {
       fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
     }
     slot = std::move(cq);
+    evd.cq = slot.get();
     return *slot;
   }
 
   // One completion of `evd`'s CQ: 1 if it became an event.
   std::size_t take(Evd &evd, const ibv_wc &wc) {
-    const Pending *found = pending_.find(wc.wr_id);
-    if (found == nullptr) return 0;  // of an EP freed or reset meanwhile
-    Pending p = *found;
-    pending_.remove(wc.wr_id);
+    auto taken = pending_.take(wc.wr_id);
+    if (!taken) return 0;  // of an EP freed or reset meanwhile
+    Pending &p = *taken;
     ++evd.counters[DCNT_EVD_DTO_CALLBACK];
     if (p.ep->qp) static_cast<UserQueuePair &>(*p.ep->qp).completed(p.recv);
     const bool ok = wc.status == IBV_WC_SUCCESS;

@@ -93,10 +93,13 @@ void release_held(Evd &evd) {
   }
 }
 
+// Events ready now, without polling the CQ.
+std::size_t queued(Evd &evd) { return evd.local.size() + (evd.kernel ? evd.kernel->pending() : 0); }
+
 std::size_t available(Evd &evd) {
   (void)evd.ia->data_path->poll_completions(evd);
   release_held(evd);
-  return evd.local.size() + (evd.kernel ? evd.kernel->pending() : 0);
+  return queued(evd);
 }
 
 // Queues the DAT form of a kernel event just taken from `evd`.  libkdat moved the QP of an EP
@@ -326,7 +329,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
     if (event == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
     if (!evd.waitable) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
     if (evd.waiters > 0) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
-    const auto keep = share(handle);  // alive while the lock is dropped
+    std::shared_ptr<Object> keep;  // the EVD alive while the lock is dropped (taken then)
     ++evd.counters[DCNT_EVD_WAIT];
     ++evd.waiters;
     struct Leave {
@@ -340,7 +343,8 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
       pump_connects(*evd.ia, &evd, nullptr);
       const std::size_t have = available(evd);
       if (have >= need && take(evd, *event)) {
-        if (nmore != nullptr) *nmore = static_cast<DAT_COUNT>(available(evd));
+        // What is left of what the poll just found (as libdaplofa: no second poll of the CQ).
+        if (nmore != nullptr) *nmore = static_cast<DAT_COUNT>(queued(evd));
         return DAT_SUCCESS;
       }
       std::vector<pollfd> fds;
@@ -349,6 +353,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
       if (available(evd) >= need) continue;
       pump_connects(*evd.ia, &evd, &fds);
       ++evd.counters[DCNT_EVD_WAIT_BLOCKED];
+      if (!keep) keep = share(handle);
       lock.unlock();
       bool slept = false;
       try {

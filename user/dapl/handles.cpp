@@ -7,11 +7,13 @@
 // Retired slots are reused only after kQuarantine others have been retired since (FIFO), so a
 // stale handle is very unlikely to alias a new object soon after (DAT handles are pointers: some
 // reuse is inherent, as in every DAT provider).
+#include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <memory>
 #include <mutex>
-#include <unordered_set>
+#include <vector>
 
 #include "data_path.hpp"
 #include "provider.hpp"
@@ -34,8 +36,8 @@ static_assert(offsetof(Slot, provider) == 0);
 struct Table {
   std::mutex mutex;  // the provider lock
   std::deque<std::unique_ptr<Slot[]>> chunks;
-  std::unordered_set<const void *> known;  // every slot ever handed out
-  std::deque<Slot *> retired;              // FIFO of reusable slots
+  std::vector<std::uintptr_t> starts;  // the chunks' addresses, sorted (slot_of)
+  std::deque<Slot *> retired;          // FIFO of reusable slots
   std::size_t next_in_chunk = kChunk;
 };
 
@@ -44,9 +46,16 @@ Table &table() {
   return t;
 }
 
+// The slot `handle` names if it is the address of one of ours (a binary search of the chunks,
+// on every call: cheaper than hashing the handle).  Slots of the last chunk not handed out yet
+// are never live, so lookups of them fail like those of retired slots.
 Slot *slot_of(DAT_HANDLE handle) {
   auto &t = table();
-  if (handle == nullptr || !t.known.contains(handle)) return nullptr;
+  const auto address = reinterpret_cast<std::uintptr_t>(handle);
+  const auto after = std::upper_bound(t.starts.begin(), t.starts.end(), address);
+  if (after == t.starts.begin()) return nullptr;
+  const std::uintptr_t offset = address - *std::prev(after);
+  if (offset >= kChunk * sizeof(Slot) || offset % sizeof(Slot) != 0) return nullptr;
   return static_cast<Slot *>(handle);
 }
 
@@ -59,11 +68,11 @@ Slot *new_slot() {
   }
   if (t.next_in_chunk == kChunk) {
     t.chunks.push_back(std::make_unique<Slot[]>(kChunk));
+    const auto start = reinterpret_cast<std::uintptr_t>(t.chunks.back().get());
+    t.starts.insert(std::upper_bound(t.starts.begin(), t.starts.end(), start), start);
     t.next_in_chunk = 0;
   }
-  Slot *s = &t.chunks.back()[t.next_in_chunk++];
-  t.known.insert(s);
-  return s;
+  return &t.chunks.back()[t.next_in_chunk++];
 }
 
 }  // namespace

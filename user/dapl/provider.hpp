@@ -111,6 +111,46 @@ void retire(DAT_HANDLE handle);
 
 // ---- the objects
 
+// An EVD's local queue: a FIFO of DAT events in a ring that grows by doubling and never shrinks.
+// DAT_EVENT is about 200 bytes, so std::deque (512-byte blocks) allocated on nearly every push;
+// the DTO reap path pushes and pops one event per completion and must not touch the allocator.
+class EventQueue {
+ public:
+  [[nodiscard]] bool empty() const { return count_ == 0; }
+  [[nodiscard]] std::size_t size() const { return count_; }
+  [[nodiscard]] const DAT_EVENT &front() const { return ring_[head_]; }
+  void pop_front() {
+    head_ = (head_ + 1) & (ring_.size() - 1);
+    --count_;
+  }
+  void push_back(const DAT_EVENT &event) {
+    make_room();
+    ring_[(head_ + count_) & (ring_.size() - 1)] = event;
+    ++count_;
+  }
+  void push_front(const DAT_EVENT &event) {
+    make_room();
+    head_ = (head_ + ring_.size() - 1) & (ring_.size() - 1);
+    ring_[head_] = event;
+    ++count_;
+  }
+
+ private:
+  void make_room() {
+    if (count_ < ring_.size()) return;
+    std::vector<DAT_EVENT> bigger(ring_.empty() ? 16 : 2 * ring_.size());
+    for (std::size_t i = 0; i < count_; ++i) bigger[i] = ring_[(head_ + i) & (ring_.size() - 1)];
+    ring_ = std::move(bigger);
+    head_ = 0;
+  }
+  std::vector<DAT_EVENT> ring_;  // size 0 or a power of two
+  std::size_t head_ = 0;
+  std::size_t count_ = 0;
+};
+
+// The data path's completion queue of a DTO EVD (data_path.cpp).
+struct Cq;
+
 struct Evd;
 struct Ep;
 struct Pz;
@@ -139,7 +179,8 @@ struct Evd : Object {
   DAT_EVD_FLAGS flags{};
   DAT_COUNT qlen = 0;
   std::optional<kdat::Evd> kernel;  // connection and CR events (a kdat event ring)
-  std::deque<DAT_EVENT> local;      // software events; DTO completions once the data path exists
+  EventQueue local;                 // software events; DTO completions once the data path exists
+  Cq *cq = nullptr;                 // the data path's CQ of this EVD, while it has one
   UniqueFd wake;                    // eventfd signalled when `local` grows
   Cno *cno = nullptr;
   bool enabled = true;
