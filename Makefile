@@ -5,7 +5,7 @@ KDIR  ?= /lib/modules/$(KVER)/build
 BUILD ?= $(CURDIR)/build
 JOBS  ?= $(shell nproc)
 
-.PHONY: all deps module user bench demo test test-host test-guest test-debug kunit test-kernel debug-modules guest-shell check-style clean install deb help
+.PHONY: all deps module user bench demo test test-host test-guest test-debug kunit test-kernel debug-modules test-wire guest-shell check-style clean install deb help
 
 all: module user
 
@@ -84,6 +84,11 @@ kunit: debug-modules
 test-debug: debug-modules
 	scripts/run-tests --debug-only $(PYTEST_ARGS)
 
+# The two-host lane alone: two guests joined by a virtual wire (scripts/vm-pair), Soft-RoCE and
+# soft-iWARP on it, faults injected with tc netem and hard power-offs (tests/wire/).
+test-wire: all
+	scripts/run-tests --wire-only $(PYTEST_ARGS)
+
 guest-shell: all
 	scripts/vm-run --timeout 86400 -- bash -c 'eval "$$(scripts/rdma-up)"; exec bash -i'
 
@@ -121,8 +126,8 @@ deb: deps
 help:
 	@echo "make              build kdat.ko, libkdat, kdatctl, the DAT provider and VIPL"
 	@echo "make demo         install what it needs, then connect two processes through kdat.ko in a guest"
-	@echo "make test         install what it needs, then every test (host, guest, KUnit, debug kernel)"
-	@echo "make test-host    host tests only;  make test-guest / test-debug / kunit: one lane"
+	@echo "make test         install what it needs, then every test (host, guest, KUnit, debug kernel, wire)"
+	@echo "make test-host    host tests only;  make test-guest / test-debug / kunit / test-wire: one lane"
 	@echo "make bench        benchmarks in a guest (bench/results/latest.md)"
 	@echo "make install      [DESTDIR=] [PREFIX=/usr/local]: module, udev rule, libraries, tools, headers"
 	@echo "make deb          Debian packages (DKMS module, libraries, provider, tools, dev files) in build/deb"

@@ -1,6 +1,5 @@
 """Fixtures for tests that run inside the kdat guest (scripts/vm-run)."""
 import os
-import time
 
 import pytest
 
@@ -43,14 +42,7 @@ def kdat_module(rdma):
     if not guest.module_loaded():
         guest.load_module()
     yield
-    # A process a test killed may still be exiting (closing its /dev/kdat file): allow it a moment.
-    deadline = time.monotonic() + 15
-    while True:
-        r = guest.unload_module()
-        if r.returncode == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert r.returncode == 0, f"rmmod kdat failed: {r.stderr}\n{guest.who_keeps_kdat_loaded()}"
+    guest.unload_kdat_at_session_end()
 
 
 @pytest.fixture(autouse=True)

@@ -6,6 +6,7 @@ import os
 import re
 import shlex
 import subprocess
+import time
 import weakref
 
 from . import REPO
@@ -23,7 +24,7 @@ UAPI = Uapi()
 
 # What scripts/check-kernel-log looks for; the same patterns, read from the script itself.
 _CHECK = os.path.join(REPO, "scripts", "check-kernel-log")
-_REPORT_RE = re.compile(re.search(r"pattern='(.*)'", open(_CHECK).read()).group(1))
+REPORT_RE = re.compile(re.search(r"pattern='(.*)'", open(_CHECK).read()).group(1))
 
 
 def in_guest():
@@ -45,6 +46,18 @@ def load_module(path=KMOD, *params):
 
 def unload_module(name="kdat"):
     return run("rmmod", name, check=False)
+
+
+def unload_kdat_at_session_end(timeout=15):
+    """rmmod kdat, retried for a while: a process a test killed may still be exiting (closing
+    its /dev/kdat file).  Fails with who keeps kdat loaded if it stays."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = unload_module()
+        if r.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert r.returncode == 0, f"rmmod kdat failed: {r.stderr}\n{who_keeps_kdat_loaded()}"
 
 
 def rdma_up(netns=0):
@@ -97,7 +110,7 @@ class KernelLog:
         return [text for seq, text in _kmsg_records() if seq > self.start]
 
     def reports(self):
-        return [line for line in self.new_lines() if _REPORT_RE.search(line)]
+        return [line for line in self.new_lines() if REPORT_RE.search(line)]
 
 
 # ---- what this process holds of kdat ----------------------------------------------------------

@@ -1,0 +1,263 @@
+"""Two hosts (scripts/vm-pair): the peer service that guest B runs, and guest A's handle on it.
+
+B serves on its control link (never faulted) one JSON line per request and per answer:
+  {"op": "sh", "cmd": "...", "timeout": s}        -> {"rc", "out", "err"} (a shell command)
+  {"op": "spawn", "cmd": "..."}                   -> {"id"} (a background shell command)
+  {"op": "wait", "id": n, "timeout": s}           -> {"rc", "out", "err"} (rc null: still running)
+  {"op": "kill", "id": n}                         -> {} (SIGKILL to its process group)
+  {"op": "agent", "env": {...}}                   -> the connection becomes an Agent (agent.py):
+        a process of B with its own /dev/kdat file and an IA on env's KDAT_TEST_ADDR, serving
+        Kdat method calls; it is killed when the connection closes.
+  {"op": "finish"}                                -> {} and the service ends (B powers off).
+A's Peer gives these as methods; Peer.power_off() powers B off hard, Peer.power_on() lets
+vm-pair boot it again and waits for its service.
+"""
+import json
+import os
+import signal
+import socket
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+
+from . import REPO
+from .agent import _AGENT
+
+PORT = 7777
+RESULTS = "/run/kdat-results"
+
+
+# ---- guest B ---------------------------------------------------------------------------------
+
+class _Handler(socketserver.StreamRequestHandler):
+    def handle(self):
+        for line in self.rfile:
+            req = json.loads(line)
+            op = req["op"]
+            if op == "agent":
+                self._agent(req.get("env", {}))
+                return
+            if op == "finish":
+                self._reply({})
+                threading.Thread(target=self.server.shutdown, daemon=True).start()
+                return
+            try:
+                self._reply(getattr(self.server, "op_" + op)(req))
+            except Exception as e:   # reported to A, whose test fails with it
+                self._reply({"exc": repr(e)})
+
+    def _reply(self, obj):
+        self.wfile.write((json.dumps(obj) + "\n").encode())
+        self.wfile.flush()
+
+    def _agent(self, env):
+        p = subprocess.Popen([sys.executable, "-c", _AGENT], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, bufsize=1,
+                             env={**os.environ, **env})
+        try:
+            def answers():
+                for out in p.stdout:
+                    self.wfile.write(out.encode())
+                    self.wfile.flush()
+            t = threading.Thread(target=answers, daemon=True)
+            t.start()
+            for line in self.rfile:
+                p.stdin.write(line.decode())
+                p.stdin.flush()
+        except (BrokenPipeError, ConnectionError):
+            pass
+        finally:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+    def __init__(self, addr):
+        super().__init__(addr, _Handler)
+        self.jobs = {}
+        self.next_id = 1
+        self.lock = threading.Lock()
+
+    def op_sh(self, req):
+        r = subprocess.run(["bash", "-c", req["cmd"]], capture_output=True, text=True,
+                           timeout=req.get("timeout", 120), cwd=REPO)
+        return {"rc": r.returncode, "out": r.stdout, "err": r.stderr}
+
+    def op_spawn(self, req):
+        p = subprocess.Popen(["bash", "-c", req["cmd"]], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True)
+        with self.lock:
+            job = self.next_id
+            self.next_id += 1
+            self.jobs[job] = p
+        return {"id": job}
+
+    def op_wait(self, req):
+        p = self.jobs[req["id"]]
+        try:
+            out, err = p.communicate(timeout=req.get("timeout", 60))
+        except subprocess.TimeoutExpired:
+            return {"rc": None, "out": "", "err": ""}
+        return {"rc": p.returncode, "out": out, "err": err}
+
+    def op_kill(self, req):
+        p = self.jobs[req["id"]]
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        return {}
+
+
+def serve(host):
+    with _Server((host, PORT)) as server:
+        server.serve_forever()
+
+
+# ---- guest A ---------------------------------------------------------------------------------
+
+class PeerError(AssertionError):
+    pass
+
+
+def _connect(host, timeout):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return socket.create_connection((host, PORT), timeout=5)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise PeerError(f"the peer's service at {host}:{PORT} does not answer")
+            time.sleep(0.5)
+
+
+class _Line:
+    """One connection to the service, one JSON line each way."""
+
+    def __init__(self, host, timeout=120):
+        self.sock = _connect(host, timeout)
+        self.sock.settimeout(None)
+        self.f = self.sock.makefile("rw", encoding="utf-8", newline="\n")
+
+    def ask(self, obj, timeout=None):
+        self.sock.settimeout(timeout)
+        self.f.write(json.dumps(obj) + "\n")
+        self.f.flush()
+        line = self.f.readline()
+        if not line:
+            raise PeerError(f"the peer closed the connection during {obj}")
+        return json.loads(line)
+
+    def close(self):
+        try:
+            self.f.close()
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class RemoteAgent:
+    """agent.Agent's interface for a process on the peer: agent.m("ep_query", ep)."""
+
+    def __init__(self, host, ia_addr):
+        self.line = _Line(host)
+        self.line.f.write(json.dumps({"op": "agent", "env": {"KDAT_TEST_ADDR": ia_addr}}) + "\n")
+        self.line.f.flush()
+        hello = json.loads(self.line.f.readline())
+        self.ia, self.evd, self.crevd, self.pid = (hello["ok"][x] for x in ("ia", "evd", "crevd", "pid"))
+
+    def raw(self, m, *a, timeout=60, **kw):
+        a = [{"hex": x.hex()} if isinstance(x, bytes) else x for x in a]
+        kw = {k: ({"hex": v.hex()} if isinstance(v, bytes) else v) for k, v in kw.items()}
+        return self.line.ask({"m": m, "a": a, "kw": kw}, timeout=timeout)
+
+    def m(self, m, *a, **kw):
+        r = self.raw(m, *a, **kw)
+        assert "ok" in r, f"peer agent {m}{a}: {r}"
+        return r["ok"]
+
+    def kill(self):
+        """The connection closes: the service kills the process (as kill -9 would)."""
+        self.line.close()
+
+
+class Peer:
+    """Guest B, seen from guest A."""
+
+    def __init__(self, host=None):
+        self.host = host or os.environ["KDAT_WIRE_CTL_PEER"]
+        self.line = _Line(self.host)
+
+    def _ask(self, obj, timeout=None):
+        r = self.line.ask(obj, timeout)
+        if "exc" in r:
+            raise PeerError(f"peer {obj['op']}: {r['exc']}")
+        return r
+
+    def sh(self, cmd, timeout=120, check=True):
+        r = self._ask({"op": "sh", "cmd": cmd, "timeout": timeout}, timeout + 30)
+        if check and r["rc"] != 0:
+            raise PeerError(f"peer: `{cmd}` exited {r['rc']}: {r['err'][-2000:]}")
+        return r
+
+    def spawn(self, cmd):
+        return self._ask({"op": "spawn", "cmd": cmd})["id"]
+
+    def wait(self, job, timeout=60):
+        return self._ask({"op": "wait", "id": job, "timeout": timeout}, timeout + 30)
+
+    def kill(self, job):
+        self._ask({"op": "kill", "id": job})
+
+    def agent(self, ia_addr):
+        """A process on the peer with an IA on `ia_addr` (one of the peer's addresses)."""
+        return RemoteAgent(self.host, ia_addr)
+
+    def finish(self):
+        try:
+            self.line.ask({"op": "finish"}, timeout=30)
+        except (OSError, PeerError):
+            pass
+        self.line.close()
+
+    def _sysrq(self, key):
+        """The peer's kernel does `key` at once (o: power off, b: reset); no answer comes."""
+        try:
+            self.line.f.write(json.dumps({"op": "sh", "cmd": f"echo {key} > /proc/sysrq-trigger"})
+                              + "\n")
+            self.line.f.flush()
+        except OSError:
+            pass
+        self.line.close()
+
+    def power_off(self):
+        """B goes off at once: no DREQ, no REJ, no FIN; vm-pair does not boot it again until
+        power_on()."""
+        with open(os.path.join(RESULTS, "b-power"), "w") as f:
+            f.write("off\n")
+        self._sysrq("o")
+
+    def power_on(self, timeout=300):
+        """vm-pair boots B again; returns once its service answers (its setup is done)."""
+        with open(os.path.join(RESULTS, "b-power"), "w") as f:
+            f.write("on\n")
+        self.line = _Line(self.host, timeout)
+
+    def reboot(self, timeout=300):
+        """B resets at once (sysrq b) and boots again."""
+        self._sysrq("b")
+        time.sleep(2)
+        self.line = _Line(self.host, timeout)
+
+
+def print_matrix(path):
+    """The fault matrix tests/wire/ recorded (one JSON object per line), as a table."""
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            print(f"{r['wire']:6} {r['fault']:28} {r['state']:48} {r['event']:42} "
+                  f"{r['seconds']:7.2f} s")

@@ -1,0 +1,85 @@
+"""The two-host lane (scripts/vm-pair): this guest is A, the peer B is driven over the control
+link (kdat_harness.wire).  Every test runs on both wires: RoCE (Soft-RoCE) and iWARP (siw)."""
+import os
+from dataclasses import dataclass
+
+import pytest
+
+from kdat_harness import guest, wire
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("KDAT_WIRE_ROLE") == "a":
+        return
+    skip = pytest.mark.skip(reason="two-host test: run through 'make test-wire' or scripts/vm-pair")
+    for item in items:
+        item.add_marker(skip)
+
+
+@dataclass(frozen=True)
+class Wire:
+    name: str      # "roce" or "iwarp"
+    self_addr: str
+    peer_addr: str
+    netdev: str    # this guest's card of that wire (the peer's has the same name)
+    ibdev: str
+
+    def __str__(self):
+        return self.name
+
+
+def _wire(name):
+    e = os.environ
+    up = name.upper()
+    return Wire(name, e[f"KDAT_WIRE_{up}_SELF"], e[f"KDAT_WIRE_{up}_PEER"],
+                e[f"KDAT_WIRE_{up}_NETDEV"], e[f"KDAT_WIRE_{up}_IBDEV"])
+
+
+@pytest.fixture(params=["roce", "iwarp"])
+def link(request):
+    return _wire(request.param)
+
+
+@pytest.fixture(scope="session")
+def peer():
+    p = wire.Peer()
+    yield p
+    p.line.close()
+
+
+@pytest.fixture(scope="session")
+def kdat_module():
+    """kdat.ko loaded here for the session (the peer loads its own at every boot)."""
+    if not guest.module_loaded():
+        guest.load_module()
+    yield
+    guest.unload_kdat_at_session_end()
+
+
+@pytest.fixture
+def kernel_log(peer):
+    """Fails the test if it made either host's kernel log report an Oops, WARNING, BUG, ...
+    (the peer's is also kept whole per boot by scripts/wire-peer, and vm-pair checks it)."""
+    log = guest.KernelLog()
+    before = int(peer.sh("dmesg | wc -l")["out"])
+    yield log
+    reports = log.reports()
+    assert not reports, "kernel log reports here during the test:\n" + "\n".join(log.new_lines())
+    theirs = peer.sh(f"dmesg | tail -n +{before + 1}")["out"].splitlines()
+    bad = [line for line in theirs if guest.REPORT_RE.search(line)]
+    assert not bad, "kernel log reports on the peer during the test:\n" + "\n".join(theirs)
+
+
+@pytest.fixture
+def remote(peer, link):
+    """A process on the peer with an IA on the peer's side of the wire; killed afterwards."""
+    agents = []
+
+    def make():
+        a = peer.agent(link.peer_addr)
+        agents.append(a)
+        return a
+
+    yield make
+    for a in agents:
+        a.kill()

@@ -1,0 +1,161 @@
+"""The seeds' connection semantics between two hosts, on both wires (RoCE and iWARP): this host's
+consumers (userspace through /dev/kdat, the kernel echo sample) against the peer's."""
+import time
+
+import pytest
+
+from kdat_harness import guest
+from kdat_harness.dat import Kdat, next_port
+
+from wire_helpers import connected, ip_reaches, sh, unhex
+
+ECHO_KO = guest.ECHO_KO
+
+
+def local_side(k, link):
+    ia = k.ia_open(link.netdev)
+    evd = k.evd_create(ia, 16)
+    crevd = k.evd_create(ia, 16, flags=guest.UAPI.consts["KDAT_EVD_CR"])
+    return ia, evd, crevd
+
+
+def test_both_wires_carry_ip_and_each_has_its_rdma_device_on_both_hosts(link, peer):
+    assert ip_reaches(link.peer_addr)
+    assert "ACTIVE" in sh("rdma", "link", "show", f"{link.ibdev}/1")
+    assert "ACTIVE" in peer.sh(f"rdma link show {link.ibdev}/1")["out"]
+    # each wire has exactly its own kind of device: rdma_cm picks by address, never the other
+    kind = "rxe" if link.name == "roce" else "siw"
+    assert sh("cat", f"/sys/class/infiniband/{link.ibdev}/node_type").startswith(
+        "1: CA" if kind == "rxe" else "4: RNIC")
+
+
+def test_a_user_here_connects_to_a_user_on_the_peer_with_private_data(link, remote, kdat_module,
+                                                                       kernel_log):
+    b = remote()
+    port = next_port()
+    b.m("psp_create", b.ia, b.crevd, port)
+    with Kdat() as k:
+        ia, evd, _ = local_side(k, link)
+        ep = k.ep_create(ia, evd)
+        k.ep_connect(ep, link.peer_addr, port, 10_000_000, private_data=b"hello from A")
+        req = b.m("expect_event", b.crevd, "CONNECTION_REQUEST_EVENT", 10_000_000)
+        cr = b.m("cr_query", req["cr"])
+        assert unhex(cr["private_data"])[:cr["private_data_size"]] == b"hello from A"
+        assert cr["remote_addr"]["ip"] == link.self_addr
+        bep = b.m("ep")
+        b.m("cr_accept", req["cr"], bep, private_data=b"welcome from B")
+        ev = k.expect_event(evd, "ESTABLISHED", 10_000_000)
+        assert ev.private_data == b"welcome from B"
+        b.m("expect_event", b.evd, "CONNECTION_EVENT_ESTABLISHED", 10_000_000)
+        q = k.ep_query(ep)
+        assert q.state == "CONNECTED"
+        assert q.remote_addr.ip == link.peer_addr
+        # graceful from here: both sides end DISCONNECTED
+        k.ep_disconnect(ep, graceful=True)
+        k.expect_event(evd, "DISCONNECTED", 10_000_000)
+        b.m("expect_event", b.evd, "CONNECTION_EVENT_DISCONNECTED", 10_000_000)
+        assert b.m("ep_state", bep) == "DISCONNECTED"
+
+
+def test_a_user_on_the_peer_is_rejected_here_with_private_data(link, remote, kdat_module,
+                                                               kernel_log):
+    b = remote()
+    port = next_port()
+    with Kdat() as k:
+        ia, _, crevd = local_side(k, link)
+        k.psp_create(ia, crevd, port)
+        bep = b.m("ep")
+        b.m("ep_connect", bep, link.self_addr, port, 10_000_000, private_data=b"let me in")
+        req = k.expect_event(crevd, "CONNECTION_REQUEST_EVENT", 10_000_000)
+        cr = k.cr_query(req.cr)
+        assert bytes(cr.private_data)[:cr.private_data_size] == b"let me in"
+        k.cr_reject(req.cr, private_data=b"not today")
+        ev = b.m("expect_event", b.evd, "CONNECTION_EVENT_PEER_REJECTED", 10_000_000)
+        assert unhex(ev["private_data"]) == b"not today"
+        assert b.m("ep_state", bep) == "DISCONNECTED"
+
+
+def test_an_abrupt_disconnect_on_the_peer_ends_the_connection_here(link, remote, kdat_module,
+                                                                   kernel_log):
+    b = remote()
+    with Kdat() as k:
+        evd, ep, bep = connected(k, link, b)
+        b.m("ep_disconnect", bep)
+        b.m("expect_event", b.evd, "CONNECTION_EVENT_DISCONNECTED", 10_000_000)
+        k.expect_event(evd, "DISCONNECTED", 10_000_000)
+        assert k.ep_state(ep) == "DISCONNECTED"
+
+
+def test_a_connect_to_a_port_nobody_serves_on_the_peer_is_refused(link, peer, kdat_module,
+                                                                  kernel_log):
+    """The peer's CM answers (a REJ on RoCE, a TCP reset on iWARP): NON_PEER_REJECTED, at once."""
+    with Kdat() as k:
+        ia, evd, _ = local_side(k, link)
+        ep = k.ep_create(ia, evd)
+        k.ep_connect(ep, link.peer_addr, next_port(), 10_000_000)
+        k.expect_event(evd, "NON_PEER_REJECTED", 10_000_000)
+        assert k.ep_state(ep) == "DISCONNECTED"
+
+
+@pytest.fixture
+def peer_echo(peer):
+    """kdat_echo on the peer, loaded with the given parameters; unloaded afterwards."""
+    loaded = []
+
+    def load(**params):
+        args = " ".join(f"{k}={v}" for k, v in params.items())
+        peer.sh(f"insmod {ECHO_KO} {args}")
+        loaded.append(True)
+
+    def param(name):
+        return peer.sh(f"cat /sys/module/kdat_echo/parameters/{name}")["out"].strip()
+
+    load.param = param
+    yield load
+    if loaded:
+        peer.sh("rmmod kdat_echo")
+
+
+def test_a_user_here_is_served_by_the_kernel_echo_on_the_peer(link, peer_echo, kdat_module,
+                                                              kernel_log):
+    port = next_port()
+    peer_echo(ia_name=link.peer_addr, listen_port=port)
+    with Kdat() as k:
+        ia, evd, _ = local_side(k, link)
+        ep = k.ep_create(ia, evd)
+        k.ep_connect(ep, link.peer_addr, port, 10_000_000, private_data=b"ping")
+        ev = k.expect_event(evd, "ESTABLISHED", 10_000_000)
+        assert ev.private_data == b"echo:ping"
+        k.ep_disconnect(ep)
+        k.expect_event(evd, "DISCONNECTED", 10_000_000)
+    assert peer_echo.param("accepted") == "1"
+
+
+def test_the_kernel_echo_here_exchanges_data_with_the_kernel_echo_on_the_peer(link, peer_echo,
+                                                                              kdat_module,
+                                                                              kernel_log):
+    """Kernel consumers on both hosts: send/recv, RDMA write and read over the wire."""
+    port = next_port()
+    peer_echo(ia_name=link.peer_addr, listen_port=port, data=1)
+    guest.run("insmod", ECHO_KO, f"ia_name={link.self_addr}", f"connect_addr={link.peer_addr}",
+              f"connect_port={port}", "data=1", "pdata=kernelA")
+    try:
+        # the client (here) verified the server's RDMA write; the server its RDMA read back
+        end = time.monotonic() + 30
+        while time.monotonic() < end and echo_param("verified") == "0":
+            time.sleep(0.2)
+        names = ("verified", "dto_errors", "established", "failed", "last_event", "peer_pdata")
+        here = {n: echo_param(n) for n in names}
+        there = {n: peer_echo.param(n) for n in names}
+        assert here["verified"] == "1", f"here: {here}, on the peer: {there}"
+        assert here["dto_errors"] == "0", f"here: {here}, on the peer: {there}"
+        assert peer_echo.param("verified") == "1"
+        assert peer_echo.param("dto_errors") == "0"
+    finally:
+        r = guest.unload_module("kdat_echo")
+        assert r.returncode == 0, r.stderr
+
+
+def echo_param(name):
+    with open(f"/sys/module/kdat_echo/parameters/{name}") as f:
+        return f.read().strip()

@@ -1,0 +1,307 @@
+"""Faults on the wire between the two hosts, on both wires: loss, delay and reordering (tc netem
+on both ends of the link), a partition (netem dropping everything both ways: the cable cut, the
+cards still up), and the peer powered off hard (no DREQ, no REJ, no FIN) or rebooted.
+
+Every EP must reach a terminal state within its own timeout or the CM's retry limit; each case
+records what it saw (fault x state -> event, time to the terminal state) in
+$KDAT_RESULTS/fault-matrix.jsonl, which README's fault matrix summarises."""
+import json
+import os
+import time
+
+import pytest
+
+from kdat_harness import guest
+from kdat_harness.dat import Kdat, next_port
+from wire_helpers import connected, sh
+
+MATRIX = os.path.join(os.environ.get("KDAT_RESULTS", "/tmp"), "fault-matrix.jsonl")
+CONNECT_TIMEOUT_US = 4_000_000
+
+
+def record(link, fault, state, event, seconds):
+    with open(MATRIX, "a") as f:
+        f.write(json.dumps({"wire": link.name, "fault": fault, "state": state, "event": event,
+                            "seconds": round(seconds, 2)}) + "\n")
+
+
+@pytest.fixture
+def netem(peer, link):
+    """netem(spec, here=True, there=True): a qdisc on this wire's card on either end; removed
+    from both afterwards (and before, should an earlier test have died holding one)."""
+    def clear():
+        if _has_qdisc(link.netdev):
+            sh("tc", "qdisc", "del", "dev", link.netdev, "root")
+        peer.sh(f"tc qdisc del dev {link.netdev} root 2>/dev/null || true")
+
+    def apply(spec, here=True, there=True):
+        if here:
+            sh("tc", "qdisc", "replace", "dev", link.netdev, "root", "netem", *spec.split())
+        if there:
+            peer.sh(f"tc qdisc replace dev {link.netdev} root netem {spec}")
+
+    clear()
+    yield apply
+    clear()
+
+
+def _has_qdisc(dev):
+    return "netem" in sh("tc", "qdisc", "show", "dev", dev)
+
+
+def partition(netem):
+    netem("loss 100%")
+
+
+def timed_event(k, evd, timeout_s):
+    t0 = time.monotonic()
+    ev = k.try_wait(evd, int(timeout_s * 1_000_000))
+    return ev, time.monotonic() - t0
+
+
+# ---- a partition, in each connection state ----------------------------------------------------
+
+def test_a_partition_while_connecting_times_out_at_the_consumers_timeout(link, remote, netem,
+                                                                         kdat_module, kernel_log):
+    """The peer is known (its neighbour entry is fresh) but nothing crosses the wire: the
+    requests go unanswered and the consumer's timeout ends the connect (seed 000: TIMED_OUT)."""
+    b = remote()
+    port = next_port()
+    b.m("psp_create", b.ia, b.crevd, port)
+    with Kdat() as k:
+        # a connection first, so that the neighbour entry is fresh and the REQ goes out
+        connected(k, link, b)
+        ia = k.ia_open(link.netdev)
+        evd = k.evd_create(ia, 16)
+        ep = k.ep_create(ia, evd)
+        partition(netem)
+        t0 = time.monotonic()
+        k.ep_connect(ep, link.peer_addr, port, CONNECT_TIMEOUT_US)
+        ev, _ = timed_event(k, evd, 60)
+        took = time.monotonic() - t0
+        assert ev is not None and ev.name == "CONNECTION_EVENT_TIMED_OUT", ev
+        assert k.ep_state(ep) == "DISCONNECTED"
+        # not before the timeout; soon after it (the timer, not a CM retry limit, ended it)
+        assert took >= CONNECT_TIMEOUT_US / 1e6 * 0.95, took
+        assert took < CONNECT_TIMEOUT_US / 1e6 + 5, took
+        record(link, "partition", "connecting (peer known)", ev.name, took)
+        b.m("expect_no_event", b.crevd, 300_000)
+        # the timed-out attempt's id is released once the transport lets go of it: at once on
+        # RoCE (a REJ is sent into the cut), on siw when its blocking TCP connect gives up
+        # (net.ipv4.tcp_syn_retries, which scripts/wire-up sets to 3: 15 s)
+        t0 = time.monotonic()
+    took = time.monotonic() - t0
+    assert took < 30, took
+    record(link, "partition", "connecting: the owner's close after TIMED_OUT", "closed", took)
+
+
+def test_a_host_that_does_not_answer_at_all_is_unreachable(link, remote, netem, kdat_module,
+                                                           kernel_log):
+    """Nothing answers, not even address resolution (the neighbour entry flushed, the wire cut):
+    the transport gives up before the consumer's long timeout (seed 000: UNREACHABLE)."""
+    with Kdat() as k:
+        ia = k.ia_open(link.netdev)
+        evd = k.evd_create(ia, 16)
+        ep = k.ep_create(ia, evd)
+        partition(netem)
+        sh("ip", "neigh", "flush", "dev", link.netdev)
+        t0 = time.monotonic()
+        k.ep_connect(ep, link.peer_addr, next_port(), 60_000_000)
+        ev, _ = timed_event(k, evd, 90)
+        took = time.monotonic() - t0
+        assert ev is not None and ev.name == "CONNECTION_EVENT_UNREACHABLE", ev
+        assert k.ep_state(ep) == "DISCONNECTED"
+        assert took < 30, took
+        record(link, "partition", "connecting (peer unknown)", ev.name, took)
+
+
+def test_a_partition_of_an_idle_connection_then_a_disconnect_here_ends_it(link, remote, netem,
+                                                                          kdat_module,
+                                                                          kernel_log):
+    """An idle connection does not notice a cut wire (nothing is sent); an abrupt disconnect
+    here ends it at once, a graceful one once the CM gives up on its DREQ."""
+    b = remote()
+    with Kdat() as k:
+        evd, ep, _ = connected(k, link, b)
+        evd2, ep2, _ = connected(k, link, b)
+        partition(netem)
+        k.expect_no_event(evd, 1_000_000)
+        assert k.ep_state(ep) == "CONNECTED"
+        t0 = time.monotonic()
+        k.ep_disconnect(ep)
+        ev, _ = timed_event(k, evd, 120)
+        took = time.monotonic() - t0
+        assert ev is not None and ev.name == "CONNECTION_EVENT_DISCONNECTED", ev
+        record(link, "partition", "connected, abrupt disconnect here", ev.name, took)
+        t0 = time.monotonic()
+        k.ep_disconnect(ep2, graceful=True)
+        ev, _ = timed_event(k, evd2, 120)
+        took = time.monotonic() - t0
+        assert ev is not None and ev.name == "CONNECTION_EVENT_DISCONNECTED", ev
+        assert k.ep_state(ep2) == "DISCONNECTED"
+        record(link, "partition", "connected, graceful disconnect here", ev.name, took)
+
+
+def test_an_accept_whose_reply_is_cut_off_ends_the_accepting_ep(link, remote, netem, kdat_module,
+                                                                 kernel_log):
+    """The request arrived here; the wire is cut before the accept: the accept's reply never
+    arrives, and the accepting EP ends (not stuck in ACCEPT_PENDING / COMPLETION_PENDING)."""
+    b = remote()
+    port = next_port()
+    with Kdat() as k:
+        ia = k.ia_open(link.netdev)
+        evd = k.evd_create(ia, 16)
+        crevd = k.evd_create(ia, 16, flags=guest.UAPI.consts["KDAT_EVD_CR"])
+        k.psp_create(ia, crevd, port)
+        bep = b.m("ep")
+        b.m("ep_connect", bep, link.self_addr, port, 8_000_000)
+        req = k.expect_event(crevd, "CONNECTION_REQUEST_EVENT", 10_000_000)
+        partition(netem)
+        ep = k.ep_create(ia, evd)
+        t0 = time.monotonic()
+        k.cr_accept(req.cr, ep)
+        ev, _ = timed_event(k, evd, 120)
+        took = time.monotonic() - t0
+        assert ev is not None, "the accepting EP never ended"
+        if link.name == "roce":
+            # the REP is retried until ib_cm gives up on the RTU: the accept failed
+            assert ev.name == "CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR", ev
+            assert k.ep_state(ep) == "DISCONNECTED"
+        else:
+            # iWARP: the TCP connection exists and the MPA reply is sent (TCP retransmits it
+            # into the cut): the accepting side is connected as far as iWARP can tell
+            assert ev.name == "CONNECTION_EVENT_ESTABLISHED", ev
+        record(link, "partition", "accept sent (the reply cut off)", ev.name, took)
+        # the requester, on the other side of the cut, ends by its own timeout
+        bev = b.m("expect_event", b.evd, "CONNECTION_EVENT_TIMED_OUT", 30_000_000)
+        assert bev["ep"] == bep
+        if link.name == "iwarp":
+            # and the connected side here ends when told to, although nothing crosses the wire
+            t0 = time.monotonic()
+            k.ep_disconnect(ep)
+            ev, _ = timed_event(k, evd, 120)
+            assert ev is not None and ev.name == "CONNECTION_EVENT_DISCONNECTED", ev
+            record(link, "partition", "accepted, then abrupt disconnect here", ev.name,
+                   time.monotonic() - t0)
+
+
+# ---- loss, delay and reordering -----------------------------------------------------------------
+
+@pytest.mark.parametrize("spec", ["loss 1%", "loss 10%", "delay 100ms", "delay 10ms reorder 25% 50%"])
+def test_connects_and_disconnects_complete_through_a_lossy_slow_or_reordering_wire(
+        link, remote, netem, spec, kdat_module, kernel_log):
+    """Retries hide loss, delay and reordering: every connect is ESTABLISHED and every
+    disconnect DISCONNECTED on both sides (within the CM's retry limits)."""
+    b = remote()
+    netem(spec)
+    n = 6
+    t0 = time.monotonic()
+    with Kdat() as k:
+        for i in range(n):
+            evd, ep, bep = connected(k, link, b, timeout_us=60_000_000)
+            k.ep_disconnect(ep, graceful=(i % 2 == 0))
+            k.expect_event(evd, "DISCONNECTED", 60_000_000)
+            b.m("expect_event", b.evd, "CONNECTION_EVENT_DISCONNECTED", 60_000_000)
+            assert b.m("ep_state", bep) == "DISCONNECTED"
+    record(link, spec, f"{n} connects + disconnects", "ESTABLISHED, DISCONNECTED",
+           (time.monotonic() - t0) / n)
+
+
+# ---- the peer powered off hard, and rebooted ----------------------------------------------------
+
+def test_the_peer_powered_off_hard_in_each_state(link, peer, remote, kdat_module, kernel_log):
+    """The peer goes off without a word (no DREQ, no REJ, no FIN) with EPs here connected; each
+    ends, and a connect to the dark host ends too.  Then the peer comes back and connects work
+    again.  (The graceful disconnect, which waits for the CM's DREQ retries on RoCE, runs while
+    the others are tried.)"""
+    b = remote()
+    port = next_port()
+    with Kdat() as k:
+        evd1, ep1, _ = connected(k, link, b, port)
+        evd2, ep2, _ = connected(k, link, b)
+        ia = k.ia_open(link.netdev)
+        evd3 = k.evd_create(ia, 16)
+        ep3 = k.ep_create(ia, evd3)
+        peer.power_off()
+        time.sleep(1)
+        # idle connected: nothing noticed until this side acts
+        k.expect_no_event(evd1, 500_000)
+        assert k.ep_state(ep1) == "CONNECTED"
+        t1 = time.monotonic()
+        k.ep_disconnect(ep1, graceful=True)
+        # connecting to a host that went dark (its neighbour entry still fresh): no answer
+        t0 = time.monotonic()
+        k.ep_connect(ep3, link.peer_addr, port, CONNECT_TIMEOUT_US)
+        ev, _ = timed_event(k, evd3, 60)
+        took = time.monotonic() - t0
+        assert ev is not None and ev.name == "CONNECTION_EVENT_TIMED_OUT", ev
+        record(link, "peer powered off", "connecting", ev.name, took)
+        t0 = time.monotonic()
+        k.ep_disconnect(ep2)
+        ev, _ = timed_event(k, evd2, 120)
+        took = time.monotonic() - t0
+        assert ev is not None and ev.name == "CONNECTION_EVENT_DISCONNECTED", ev
+        record(link, "peer powered off", "connected, abrupt disconnect here", ev.name, took)
+        ev, _ = timed_event(k, evd1, 150)
+        took = time.monotonic() - t1
+        assert ev is not None and ev.name == "CONNECTION_EVENT_DISCONNECTED", ev
+        assert k.ep_state(ep1) == "DISCONNECTED"
+        record(link, "peer powered off", "connected, graceful disconnect here", ev.name, took)
+    b.kill()
+    peer.power_on()
+    b = remote()
+    with Kdat() as k:
+        evd, ep, _ = connected(k, link, b)
+        k.ep_disconnect(ep)
+        k.expect_event(evd, "DISCONNECTED", 10_000_000)
+
+
+def test_the_peer_rebooted_with_a_connection_open_here(link, peer, remote, kdat_module,
+                                                       kernel_log):
+    """The peer resets and boots again (its kdat loaded anew) while an EP here is connected to
+    it; nothing tells this side.  On iWARP a new connection to it works at once.  On RoCE the
+    rebooted peer's first QP has the number its old one had, so its REP names the connection
+    this side still holds: ib_cm refuses the REP as a stale connection (IB's rule), sends the
+    old connection a DREQ -- the stale EP here ends DISCONNECTED -- and the new attempt is left
+    to its timeout (TIMED_OUT) while the peer's accepting EP gets the REJ
+    (ACCEPT_COMPLETION_ERROR); the attempt after it connects."""
+    b = remote()
+    with Kdat() as k:
+        evd, ep, _ = connected(k, link, b)
+        peer.reboot()   # the agent's process goes with its host: its EP sends nothing
+        b = remote()
+        assert k.ep_state(ep) == "CONNECTED"   # nothing told this side
+        if link.name == "roce":
+            port = next_port()
+            b.m("psp_create", b.ia, b.crevd, port)
+            ia = k.ia_open(link.netdev)
+            evd1 = k.evd_create(ia, 16)
+            ep1 = k.ep_create(ia, evd1)
+            t0 = time.monotonic()
+            k.ep_connect(ep1, link.peer_addr, port, CONNECT_TIMEOUT_US)
+            req = b.m("expect_event", b.crevd, "CONNECTION_REQUEST_EVENT", 10_000_000)
+            b.m("cr_accept", req["cr"], b.m("ep"))
+            ev, _ = timed_event(k, evd1, 60)
+            assert ev is not None and ev.name == "CONNECTION_EVENT_TIMED_OUT", ev
+            record(link, "peer rebooted", "first connect to it (stale REP)", ev.name,
+                   time.monotonic() - t0)
+            ev, _ = timed_event(k, evd, 30)
+            assert ev is not None and ev.name == "CONNECTION_EVENT_DISCONNECTED", ev
+            assert k.ep_state(ep) == "DISCONNECTED"
+            record(link, "peer rebooted", "connected (the stale EP here)", ev.name,
+                   time.monotonic() - t0)
+            # the peer's accepting EP got the stale-connection REJ
+            b.m("expect_event", b.evd, "CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR", 10_000_000)
+        t0 = time.monotonic()
+        evd2, ep2, _ = connected(k, link, b)
+        record(link, "peer rebooted", "a new connect to it", "ESTABLISHED", time.monotonic() - t0)
+        if link.name == "iwarp":
+            assert k.ep_state(ep) == "CONNECTED"   # still nothing told this side
+            t0 = time.monotonic()
+            k.ep_disconnect(ep, graceful=True)
+            ev, _ = timed_event(k, evd, 120)
+            assert ev is not None and ev.name == "CONNECTION_EVENT_DISCONNECTED", ev
+            record(link, "peer rebooted", "connected, graceful disconnect here", ev.name,
+                   time.monotonic() - t0)
+        k.ep_disconnect(ep2)
+        k.expect_event(evd2, "DISCONNECTED", 10_000_000)
