@@ -190,6 +190,7 @@ class Peer:
 
     def __init__(self, host=None):
         self.host = host or os.environ["KDAT_WIRE_CTL_PEER"]
+        self.powered = True
         self.line = _Line(self.host)
 
     def _ask(self, obj, timeout=None):
@@ -239,19 +240,36 @@ class Peer:
         power_on()."""
         with open(os.path.join(RESULTS, "b-power"), "w") as f:
             f.write("off\n")
+        self.powered = False
         self._sysrq("o")
 
     def power_on(self, timeout=300):
         """vm-pair boots B again; returns once its service answers (its setup is done)."""
         with open(os.path.join(RESULTS, "b-power"), "w") as f:
             f.write("on\n")
-        self.line = _Line(self.host, timeout)
+        self._reach(timeout)
+        self.powered = True
+
+    def _reach(self, timeout):
+        """A new connection to the service that has answered a request: a connection made while
+        B was still booting may fail its first send (EHOSTUNREACH seen), so try until one works."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.line = _Line(self.host, max(1, deadline - time.monotonic()))
+                self._ask({"op": "sh", "cmd": "true", "timeout": 30}, 60)
+                return
+            except OSError:
+                self.line.close()
+                if time.monotonic() > deadline:
+                    raise PeerError(f"the peer's service at {self.host} does not answer")
+                time.sleep(1)
 
     def reboot(self, timeout=300):
         """B resets at once (sysrq b) and boots again."""
         self._sysrq("b")
         time.sleep(2)
-        self.line = _Line(self.host, timeout)
+        self._reach(timeout)
 
 
 def print_matrix(path):

@@ -28,7 +28,7 @@ class Wire:
         return self.name
 
 
-def _wire(name):
+def wire_of(name):
     e = os.environ
     up = name.upper()
     return Wire(name, e[f"KDAT_WIRE_{up}_SELF"], e[f"KDAT_WIRE_{up}_PEER"],
@@ -37,7 +37,7 @@ def _wire(name):
 
 @pytest.fixture(params=["roce", "iwarp"])
 def link(request):
-    return _wire(request.param)
+    return wire_of(request.param)
 
 
 @pytest.fixture(scope="session")

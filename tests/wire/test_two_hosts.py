@@ -5,7 +5,7 @@ import time
 import pytest
 
 from kdat_harness import guest
-from kdat_harness.dat import Kdat, next_port
+from kdat_harness.dat import Kdat, expect_dat_error, next_port
 
 from wire_helpers import connected, ip_reaches, sh, unhex
 
@@ -159,3 +159,29 @@ def test_the_kernel_echo_here_exchanges_data_with_the_kernel_echo_on_the_peer(li
 def echo_param(name):
     with open(f"/sys/module/kdat_echo/parameters/{name}") as f:
         return f.read().strip()
+
+
+def test_each_wire_reports_its_transports_limits_and_holds_to_them(link, remote, kdat_module,
+                                                                   kernel_log):
+    """ia_query gives each IA's limits -- SGEs per request are the device's (rxe 32, siw 6);
+    connect private data is IB's REQ field (56 bytes behind rdma_cm's header) less kdat's 4-byte
+    frame on both wires, although iWARP's MPA would carry 256 (README) -- and a connect across the
+    wire carries exactly that much; one byte more is refused the DAT way."""
+    want = {"roce": (52, 32), "iwarp": (52, 6)}[link.name]
+    b = remote()
+    port = next_port()
+    b.m("psp_create", b.ia, b.crevd, port)
+    with Kdat() as k:
+        ia, evd, _ = local_side(k, link)
+        q = k.ia_query(ia)
+        assert (q.max_connect_private_data, q.max_iov) == want, q
+        ep = k.ep_create(ia, evd)
+        full = bytes(range(256)) * 2
+        expect_dat_error("INVALID_PARAMETER", k.ep_connect, ep, link.peer_addr, port, 10_000_000,
+                         private_data=full[:want[0] + 1])
+        k.ep_connect(ep, link.peer_addr, port, 10_000_000, private_data=full[:want[0]])
+        req = b.m("expect_event", b.crevd, "CONNECTION_REQUEST_EVENT", 10_000_000)
+        cr = b.m("cr_query", req["cr"])
+        assert unhex(cr["private_data"])[:cr["private_data_size"]] == full[:want[0]]
+        b.m("cr_reject", req["cr"])
+        k.expect_event(evd, "PEER_REJECTED", 10_000_000)

@@ -5,24 +5,15 @@ cards still up), and the peer powered off hard (no DREQ, no REJ, no FIN) or rebo
 Every EP must reach a terminal state within its own timeout or the CM's retry limit; each case
 records what it saw (fault x state -> event, time to the terminal state) in
 $KDAT_RESULTS/fault-matrix.jsonl, which README's fault matrix summarises."""
-import json
-import os
 import time
 
 import pytest
 
 from kdat_harness import guest
 from kdat_harness.dat import Kdat, next_port
-from wire_helpers import connected, sh
+from wire_helpers import connected, record, sh
 
-MATRIX = os.path.join(os.environ.get("KDAT_RESULTS", "/tmp"), "fault-matrix.jsonl")
 CONNECT_TIMEOUT_US = 4_000_000
-
-
-def record(link, fault, state, event, seconds):
-    with open(MATRIX, "a") as f:
-        f.write(json.dumps({"wire": link.name, "fault": fault, "state": state, "event": event,
-                            "seconds": round(seconds, 2)}) + "\n")
 
 
 @pytest.fixture

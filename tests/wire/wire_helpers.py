@@ -1,4 +1,6 @@
 """Helpers of the two-host tests (tests/wire/)."""
+import json
+import os
 import socket
 import subprocess
 
@@ -41,3 +43,12 @@ def connected(k, link, b, port=None, timeout_us=10_000_000):
     k.expect_event(evd, "ESTABLISHED", timeout_us)
     b.m("expect_event", b.evd, "CONNECTION_EVENT_ESTABLISHED", timeout_us)
     return evd, ep, bep
+
+
+MATRIX = os.path.join(os.environ.get("KDAT_RESULTS", "/tmp"), "fault-matrix.jsonl")
+
+
+def record(link, fault, state, event, seconds):
+    with open(MATRIX, "a") as f:
+        f.write(json.dumps({"wire": link.name, "fault": fault, "state": state, "event": event,
+                            "seconds": round(seconds, 2)}) + "\n")

@@ -1,0 +1,108 @@
+"""The block driver pair between two hosts: kdat_blkt on the peer exports a RAM disk, kdat_blk here
+makes /dev/kdatb0 on it.  The target's host is powered off hard under writes and comes back (a new,
+empty RAM disk, kdat_blkt loaded again): the initiator reconnects, the writes in flight are
+requeued and complete, and the device verifies afterwards."""
+import os
+import subprocess
+import time
+
+import pytest
+
+from kdat_harness import guest
+from kdat_harness.dat import next_port
+from conftest import wire_of
+from wire_helpers import record
+
+BLK_KO = os.path.join(guest.KMOD_DIR, "blk", "kdat_blk.ko")
+BLKT_KO = os.path.join(guest.KMOD_DIR, "blk", "kdat_blkt.ko")
+DEV = "/dev/kdatb0"
+CTRL_LOSS_TMO = 120   # seconds: the target's host boots again well within it
+
+
+def blk_param(name):
+    with open(f"/sys/module/kdat_blk/parameters/{name}") as f:
+        return f.read().strip()
+
+
+def wait_for(cond, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def fio(*args):
+    return subprocess.Popen(["fio", "--name=kdat", f"--filename={DEV}", "--direct=1",
+                             "--ioengine=libaio", "--bs=16k", "--iodepth=8", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.fixture
+def link():
+    """RoCE only: kdat_blkt sends a request's pages as one SGE each (up to 32) and reads into
+    them with as many; siw offers 6 send SGEs and iWARP one SGE per RDMA read sink, so over
+    iWARP the target refuses the queue (KBLK_REJ_RESOURCES) until it registers the pages as one
+    region for iWARP (README, "Two hosts on a wire")."""
+    return wire_of("roce")
+
+
+@pytest.fixture
+def remote_target(peer, link, kdat_module, kernel_log):
+    """start(): a 64 MiB brd RAM disk exported by kdat_blkt on the peer (again after a boot);
+    the teardown unloads the initiator here and the target there, whatever happened."""
+    port = next_port()
+
+    def start():
+        peer.sh("modprobe brd rd_nr=1 rd_size=65536")
+        peer.sh(f"insmod {BLKT_KO} path=/dev/ram0 port={port} ia_name={link.netdev}")
+
+    start.port = port
+    yield start
+    # A test that failed half-way may have left the peer off, or requests waiting for a target
+    # that is not there: power it on, and let the initiator end them (live again, or dead after
+    # ctrl_loss_tmo) before it is unloaded.
+    if not peer.powered:
+        peer.power_on()
+    if guest.module_loaded("kdat_blk"):
+        wait_for(lambda: blk_param("state") in ("live", "dead"), CTRL_LOSS_TMO + 30,
+                 "the initiator neither reconnected nor gave up")
+        r = guest.unload_module("kdat_blk")
+        assert r.returncode == 0, r.stderr
+    peer.sh("rmmod kdat_blkt 2>/dev/null; rmmod brd 2>/dev/null; true")
+
+
+def test_the_target_host_powered_off_under_writes_and_back(link, peer, remote_target):
+    remote_target()
+    r = guest.run("insmod", BLK_KO, f"target={link.peer_addr}", f"port={remote_target.port}",
+                  f"ia_name={link.netdev}", "nr_queues=2", "queue_depth=8", "reconnect_delay=1",
+                  f"ctrl_loss_tmo={CTRL_LOSS_TMO}", check=False)
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: os.path.exists(DEV), 30, f"{DEV} did not appear")
+    run = fio("--rw=randwrite", "--size=48M")
+    try:
+        wait_for(lambda: blk_param("state") == "live", 30, "the initiator is not live")
+        time.sleep(3)                       # writes in flight
+        assert run.poll() is None, "fio ended before the fault"
+        peer.power_off()
+        t0 = time.monotonic()
+        wait_for(lambda: blk_param("state") == "connecting", 120, "the initiator saw no loss")
+        lost = time.monotonic() - t0
+        peer.power_on()
+        remote_target()
+        out, _ = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, out[-3000:]
+    assert blk_param("state") == "live"
+    assert int(blk_param("reconnects")) >= 1
+    record(link, "target host powered off", "kdat_blk under writes: loss noticed", "connecting",
+           lost)
+    record(link, "target host powered off", "kdat_blk: target back to I/O resuming", "live",
+           int(blk_param("last_resume_ms")) / 1000)
+    # the device works end to end on the new disk
+    run = fio("--rw=randwrite", "--size=8M", "--verify=crc32c", "--do_verify=1",
+              "--verify_fatal=1")
+    out, _ = run.communicate(timeout=600)
+    assert run.returncode == 0, out[-3000:]
