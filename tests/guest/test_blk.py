@@ -11,6 +11,7 @@ import time
 import pytest
 
 from kdat_harness import guest
+from kdat_harness.guest import wait_for
 from kdat_harness.dat import Kdat, next_port
 
 BLK_KO = os.path.join(guest.KMOD_DIR, "blk", "kdat_blk.ko")
@@ -30,13 +31,6 @@ def blk_param(name, module="kdat_blk"):
 
 def has_module(name):
     return guest.run("modprobe", "-n", name, check=False).returncode == 0
-
-
-def wait_for(cond, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
 
 
 def mounted():

@@ -49,6 +49,13 @@ for line in sys.stdin:
 """ % os.path.join(REPO, "tests")
 
 
+def request_line(m, a, kw):
+    """One request to an agent (here or on a peer host): method m, bytes as {"hex": ...}."""
+    a = [{"hex": x.hex()} if isinstance(x, bytes) else x for x in a]
+    kw = {k: ({"hex": v.hex()} if isinstance(v, bytes) else v) for k, v in kw.items()}
+    return json.dumps({"m": m, "a": a, "kw": kw}) + "\n"
+
+
 class Agent:
     """The other process: agent.m("ep_query", ep) -> its answer (dict), raising on failure."""
 
@@ -64,9 +71,7 @@ class Agent:
         return json.loads(line)
 
     def raw(self, m, *a, **kw):
-        a = [{"hex": x.hex()} if isinstance(x, bytes) else x for x in a]
-        kw = {k: ({"hex": v.hex()} if isinstance(v, bytes) else v) for k, v in kw.items()}
-        self.p.stdin.write(json.dumps({"m": m, "a": a, "kw": kw}) + "\n")
+        self.p.stdin.write(request_line(m, a, kw))
         return self._read()
 
     def m(self, m, *a, **kw):

@@ -48,6 +48,14 @@ def unload_module(name="kdat"):
     return run("rmmod", name, check=False)
 
 
+def wait_for(cond, timeout_s, what):
+    """Polls cond() every 0.2 s; fails with `what` if it is still false after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
 def unload_kdat_at_session_end(timeout=15):
     """rmmod kdat, retried for a while: a process a test killed may still be exiting (closing
     its /dev/kdat file).  Fails with who keeps kdat loaded if it stays."""

@@ -23,7 +23,7 @@ import threading
 import time
 
 from . import REPO
-from .agent import _AGENT
+from .agent import _AGENT, Agent, request_line
 
 PORT = 7777
 RESULTS = "/run/kdat-results"
@@ -144,13 +144,16 @@ class _Line:
         self.f = self.sock.makefile("rw", encoding="utf-8", newline="\n")
 
     def ask(self, obj, timeout=None):
+        return self.ask_line(json.dumps(obj) + "\n", timeout, obj)
+
+    def ask_line(self, line, timeout=None, what=None):
         self.sock.settimeout(timeout)
-        self.f.write(json.dumps(obj) + "\n")
+        self.f.write(line)
         self.f.flush()
-        line = self.f.readline()
-        if not line:
-            raise PeerError(f"the peer closed the connection during {obj}")
-        return json.loads(line)
+        answer = self.f.readline()
+        if not answer:
+            raise PeerError(f"the peer closed the connection during {what or line.strip()}")
+        return json.loads(answer)
 
     def close(self):
         try:
@@ -160,10 +163,10 @@ class _Line:
             pass
 
 
-class RemoteAgent:
-    """agent.Agent's interface for a process on the peer: agent.m("ep_query", ep)."""
+class RemoteAgent(Agent):
+    """agent.Agent on the peer: the same calls (agent.m("ep_query", ep)) over the control link."""
 
-    def __init__(self, host, ia_addr):
+    def __init__(self, host, ia_addr):  # its own transport: Agent.__init__ starts a process
         self.line = _Line(host)
         self.line.f.write(json.dumps({"op": "agent", "env": {"KDAT_TEST_ADDR": ia_addr}}) + "\n")
         self.line.f.flush()
@@ -171,14 +174,7 @@ class RemoteAgent:
         self.ia, self.evd, self.crevd, self.pid = (hello["ok"][x] for x in ("ia", "evd", "crevd", "pid"))
 
     def raw(self, m, *a, timeout=60, **kw):
-        a = [{"hex": x.hex()} if isinstance(x, bytes) else x for x in a]
-        kw = {k: ({"hex": v.hex()} if isinstance(v, bytes) else v) for k, v in kw.items()}
-        return self.line.ask({"m": m, "a": a, "kw": kw}, timeout=timeout)
-
-    def m(self, m, *a, **kw):
-        r = self.raw(m, *a, **kw)
-        assert "ok" in r, f"peer agent {m}{a}: {r}"
-        return r["ok"]
+        return self.line.ask_line(request_line(m, a, kw), timeout)
 
     def kill(self):
         """The connection closes: the service kills the process (as kill -9 would)."""

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from kdat_harness import guest
+from kdat_harness.guest import wait_for
 from kdat_harness.dat import next_port
 from conftest import wire_of
 from wire_helpers import record
@@ -22,13 +23,6 @@ CTRL_LOSS_TMO = 120   # seconds: the target's host boots again well within it
 def blk_param(name):
     with open(f"/sys/module/kdat_blk/parameters/{name}") as f:
         return f.read().strip()
-
-
-def wait_for(cond, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
 
 
 def fio(*args):

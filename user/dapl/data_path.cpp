@@ -101,8 +101,6 @@ DAT_DTO_COMPLETION_STATUS to_dat(ibv_wc_status status) {
   }
 }
 
-// An EVD's CQ and its completion channel.
-
 // What a DAT post asks for.
 enum class Op {
   send,
@@ -484,12 +482,12 @@ class VerbsDataPath final : public DataPath {
   }
 
   std::size_t poll_completions(Evd &evd) override {
-    Cq *cq = cq_of(evd);
+    Cq *cq = evd.cq;
     return cq != nullptr ? poll(evd, *cq) : 0;
   }
 
   int arm(Evd &evd) override {
-    Cq *cq = cq_of(evd);
+    Cq *cq = evd.cq;
     if (cq == nullptr) return -1;
     // Armed before every sleep, never "still armed" from an earlier one: a notification that
     // never came (or came for a completion already polled) must not leave a sleeper unarmed.
@@ -499,7 +497,7 @@ class VerbsDataPath final : public DataPath {
   }
 
   void notified(Evd &evd) override {
-    Cq *cq = cq_of(evd);
+    Cq *cq = evd.cq;
     if (cq == nullptr) return;
     // One event per wake; the fd is non-blocking (EAGAIN: another waiter took it).  An event
     // left behind (an arming whose completion was polled before anyone slept) wakes the next
@@ -530,8 +528,6 @@ class VerbsDataPath final : public DataPath {
   void drop(std::uint64_t id) { pending_.remove(id); }
 
  private:
-  static Cq *cq_of(const Evd &evd) { return evd.cq; }
-
   std::size_t poll(Evd &evd, Cq &cq) {
     std::size_t added = 0;
     ibv_wc wc[16];
