@@ -216,7 +216,8 @@ struct Pending {
 // freed) names an old generation and is ignored, even if the slot holds a newer request.
 class PendingTable {
  public:
-  std::uint64_t add(const Pending &p) {
+  // A new request's slot, reset, to be filled in place; `id` gets its wr_id.
+  Pending &add(std::uint64_t &id) {
     std::uint32_t i = 0;
     if (free_.empty()) {
       i = static_cast<std::uint32_t>(slots_.size());
@@ -226,9 +227,10 @@ class PendingTable {
       free_.pop_back();
     }
     Slot &s = slots_[i];
-    s.pending = p;
+    s.pending = Pending{};
     s.used = true;
-    return (std::uint64_t{s.generation} << 32) | i;
+    id = (std::uint64_t{s.generation} << 32) | i;
+    return s.pending;
   }
   // The request `id` names; nullptr if it was forgotten.
   [[nodiscard]] Pending *find(std::uint64_t id) {
@@ -523,8 +525,8 @@ class VerbsDataPath final : public DataPath {
     cqs_.erase(&evd);
   }
 
-  // Records a posted request; returns its wr_id.
-  std::uint64_t remember(const Pending &p) { return pending_.add(p); }
+  // A new posted request's record, to be filled in place; `id` gets its wr_id.
+  Pending &remember(std::uint64_t &id) { return pending_.add(id); }
   void drop(std::uint64_t id) { pending_.remove(id); }
 
  private:
@@ -592,7 +594,7 @@ class VerbsDataPath final : public DataPath {
       }
     }
     if (p.suppress && ok) return 0;
-    DAT_EVENT event{};
+    DAT_EVENT &event = evd.local.emplace_back();
     event.event_number =
         p.extension ? static_cast<DAT_EVENT_NUMBER>(DAT_IB_DTO_EVENT) : DAT_DTO_COMPLETION_EVENT;
     event.evd_handle = evd.handle;
@@ -612,7 +614,6 @@ class VerbsDataPath final : public DataPath {
       static_assert(sizeof(ext) <= sizeof(event.event_extension_data));
       std::memcpy(event.event_extension_data, &ext, sizeof(ext));
     }
-    evd.local.push_back(event);
     return 1;
   }
 
@@ -693,7 +694,8 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
     sge[i].lkey = r.iov[i].lmr_context;
     length += r.iov[i].segment_length;
   }
-  Pending p;
+  std::uint64_t id = 0;
+  Pending &p = path_.remember(id);
   p.ep = &ep_;
   p.evd = evd;
   p.cookie = r.cookie;
@@ -702,7 +704,6 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
   p.extension = extension_of(r.op);
   p.suppress = (r.flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0;
   p.recv = recv;
-  const std::uint64_t id = path_.remember(p);
   int rc = 0;
   if (recv) {
     ibv_recv_wr wr{};

@@ -46,11 +46,15 @@ Table &table() {
   return t;
 }
 
+// Bound when the library is loaded: the hot calls (every lookup and lock_provider) read it
+// directly instead of passing the function-local static's guard on each call.
+Table &the_table = table();
+
 // The slot `handle` names if it is the address of one of ours (a binary search of the chunks,
 // on every call: cheaper than hashing the handle).  Slots of the last chunk not handed out yet
 // are never live, so lookups of them fail like those of retired slots.
 Slot *slot_of(DAT_HANDLE handle) {
-  auto &t = table();
+  auto &t = the_table;
   const auto address = reinterpret_cast<std::uintptr_t>(handle);
   const auto after = std::upper_bound(t.starts.begin(), t.starts.end(), address);
   if (after == t.starts.begin()) return nullptr;
@@ -77,7 +81,7 @@ Slot *new_slot() {
 
 }  // namespace
 
-std::unique_lock<std::mutex> lock_provider() { return std::unique_lock(table().mutex); }
+std::unique_lock<std::mutex> lock_provider() { return std::unique_lock(the_table.mutex); }
 
 DAT_HANDLE publish(const Instance &instance, DAT_HANDLE_TYPE type, std::shared_ptr<Object> object) {
   Slot *s = new_slot();

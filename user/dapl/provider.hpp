@@ -123,10 +123,14 @@ class EventQueue {
     head_ = (head_ + 1) & (ring_.size() - 1);
     --count_;
   }
-  void push_back(const DAT_EVENT &event) {
+  void push_back(const DAT_EVENT &event) { emplace_back() = event; }
+  // A zeroed event at the back, to be filled in place (the completion path: no second copy).
+  DAT_EVENT &emplace_back() {
     make_room();
-    ring_[(head_ + count_) & (ring_.size() - 1)] = event;
+    DAT_EVENT &slot = ring_[(head_ + count_) & (ring_.size() - 1)];
+    slot = DAT_EVENT{};
     ++count_;
+    return slot;
   }
   void push_front(const DAT_EVENT &event) {
     make_room();
