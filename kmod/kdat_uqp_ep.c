@@ -14,11 +14,17 @@ static kdat_ret_t kdat_uqp_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
 	struct kdat_uqp *uqp;
 	kdat_ret_t ret;
 
+	/*
+	 * A user-owned QP is moved through its states by its owner with the
+	 * attributes the IB CM gives (rdma_init_qp_attr); the iWARP CM drives
+	 * the QP itself and has no such hand-off, so an iWARP IA has no
+	 * user-owned QPs.  Checked first: that is the answer whatever the QPN.
+	 */
+	if (!ia->cm->init_qp_attr || !rdma_cap_ib_cm(ia->ibdev, ia->port_num))
+		return KDAT_ERR(KDAT_DAT_MODEL_NOT_SUPPORTED, KDAT_DAT_NO_SUBTYPE);
 	/* QPs 0 and 1 are the special QPs; QPNs have 24 bits */
 	if (qpn < 2 || qpn > 0xffffff)
 		return KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG5);
-	if (!ia->cm->init_qp_attr || !rdma_cap_ib_cm(ia->ibdev, ia->port_num))
-		return KDAT_ERR(KDAT_DAT_MODEL_NOT_SUPPORTED, KDAT_DAT_NO_SUBTYPE);
 	uqp = kzalloc(sizeof(*uqp), GFP_KERNEL);
 	if (!uqp)
 		return KDAT_ERR(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);

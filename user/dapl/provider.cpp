@@ -37,13 +37,16 @@ const Instance &instance_named(const char *name) {
   return *inst;
 }
 
-// dat.conf ia_params: "NETDEV|IP|* [device=PATH]".  "*" is the netdev of the first active RDMA
-// port that has an address, so a packaged dat.conf entry works on any host (README).
+// dat.conf ia_params: "NETDEV|IP|* [device=PATH] [pdata=framed|raw]".  "*" is the netdev of the
+// first active RDMA port that has an address, so a packaged dat.conf entry works on any host
+// (README).  pdata=raw puts the consumer's private data in the CM's fields as they are, the wire
+// format of libdaplofa and plain rdma_cm peers; framed (the default) is kdat's byte-exact one.
 constexpr const char *any_interface = "*";
 
 struct Params {
   std::string interface;
   std::string device = kdat::Device::default_path;
+  kdat::Ia::PrivateData pdata = kdat::Ia::PrivateData::framed;
 };
 
 Params parse_params(const std::string &text) {
@@ -53,6 +56,8 @@ Params parse_params(const std::string &text) {
   while (in >> word) {
     if (word.starts_with("device=")) {
       p.device = word.substr(7);
+    } else if (word == "pdata=raw" || word == "pdata=framed") {
+      p.pdata = word == "pdata=raw" ? kdat::Ia::PrivateData::raw : kdat::Ia::PrivateData::framed;
     } else if (p.interface.empty()) {
       p.interface = word;
     } else {
@@ -343,7 +348,8 @@ Ia &open_ia(const char *name) {
   const Instance &inst = instance_named(name);
   Params params = parse_params(inst.params);
   if (params.interface == any_interface) params.interface = first_active_netdev();
-  auto object = std::make_shared<Ia>(inst, kdat::Device(params.device), params.interface);
+  auto object =
+      std::make_shared<Ia>(inst, kdat::Device(params.device), params.interface, params.pdata);
   Ia &ia = *object;
   publish(inst, DAT_HANDLE_TYPE_IA, std::move(object));
   return ia;
@@ -370,8 +376,8 @@ void query_ia(Ia &ia, DAT_IA_ATTR_MASK ia_mask, DAT_IA_ATTR *ia_attr,
   if (want_provider) fill_provider_attr(ia, limits, *provider_attr);
 }
 
-Ia::Ia(const Instance &inst, kdat::Device dev, std::string_view name)
-    : instance(&inst), device(std::move(dev)), kernel(device, name) {
+Ia::Ia(const Instance &inst, kdat::Device dev, std::string_view name, kdat::Ia::PrivateData pdata)
+    : instance(&inst), device(std::move(dev)), kernel(device, name, pdata) {
   ia = this;
   attributes = kernel.query();
   to_sockaddr(attributes.local_address, address);

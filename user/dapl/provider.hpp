@@ -272,7 +272,7 @@ struct Lmr : Object {
 
 struct Ia : Object {
   static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_IA;
-  Ia(const Instance &inst, kdat::Device dev, std::string_view name);
+  Ia(const Instance &inst, kdat::Device dev, std::string_view name, kdat::Ia::PrivateData pdata);
   ~Ia() override;
 
   const Instance *instance;
