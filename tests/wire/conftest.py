@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import pytest
 
 from kdat_harness import guest, wire
+from wire_helpers import sh
 
 
 def pytest_collection_modifyitems(config, items):
@@ -83,3 +84,23 @@ def remote(peer, link):
     yield make
     for a in agents:
         a.kill()
+
+
+@pytest.fixture
+def netem(peer, link):
+    """netem(spec, here=True, there=True): a qdisc on this wire's card on either end; removed
+    from both afterwards (and before, should an earlier test have died holding one)."""
+    def clear():
+        if "netem" in sh("tc", "qdisc", "show", "dev", link.netdev):
+            sh("tc", "qdisc", "del", "dev", link.netdev, "root")
+        peer.sh(f"tc qdisc del dev {link.netdev} root 2>/dev/null || true")
+
+    def apply(spec, here=True, there=True):
+        if here:
+            sh("tc", "qdisc", "replace", "dev", link.netdev, "root", "netem", *spec.split())
+        if there:
+            peer.sh(f"tc qdisc replace dev {link.netdev} root netem {spec}")
+
+    clear()
+    yield apply
+    clear()

@@ -16,30 +16,6 @@ from wire_helpers import connected, record, sh
 CONNECT_TIMEOUT_US = 4_000_000
 
 
-@pytest.fixture
-def netem(peer, link):
-    """netem(spec, here=True, there=True): a qdisc on this wire's card on either end; removed
-    from both afterwards (and before, should an earlier test have died holding one)."""
-    def clear():
-        if _has_qdisc(link.netdev):
-            sh("tc", "qdisc", "del", "dev", link.netdev, "root")
-        peer.sh(f"tc qdisc del dev {link.netdev} root 2>/dev/null || true")
-
-    def apply(spec, here=True, there=True):
-        if here:
-            sh("tc", "qdisc", "replace", "dev", link.netdev, "root", "netem", *spec.split())
-        if there:
-            peer.sh(f"tc qdisc replace dev {link.netdev} root netem {spec}")
-
-    clear()
-    yield apply
-    clear()
-
-
-def _has_qdisc(dev):
-    return "netem" in sh("tc", "qdisc", "show", "dev", dev)
-
-
 def partition(netem):
     netem("loss 100%")
 

@@ -1,0 +1,197 @@
+"""Debian's DAPL programs (dapl2-utils, unmodified) between the two hosts: the server on the peer,
+the client here, over kdat's provider (libdaplkdat) and over DAPL's own libdaplofa, in every
+pairing -- kdat with kdat, libdaplofa with libdaplofa (the control), and each with the other.
+
+Both providers speak plain rdma_cm on the wire: port = the connection qualifier (openib_cma's
+SID_TO_PORT), the QP made by the provider, the data exchanged by the programs themselves.  kdat's
+provider frames its private data (README) unless its dat.conf entry says `pdata=raw`: dapltest's
+server checks the private data of each connect, so a framed kdat client and a libdaplofa server do
+not share a wire format (the last test shows it), while a framed kdat server reads a libdaplofa
+client's plain field whole, and `pdata=raw` speaks libdaplofa's format both ways.
+
+The rule is test_dapl_suite's: where the control passes on a wire, every pairing with kdat must
+pass too.  On the iWARP wire kdat's provider has no data path (an EP with a PZ needs a user-owned
+QP, which only the IB CM can hand over; README): there it must refuse the EP the DAT way,
+DAT_MODEL_NOT_SUPPORTED, at dat_ep_create, and never hang either program."""
+import os
+import re
+import shlex
+import subprocess
+import time
+
+import pytest
+
+from kdat_harness import REPO
+
+CONF = "/tmp/kdat-wire-dat.conf"
+LIB = os.path.join(REPO, "build", "user", "dapl", "libdaplkdat.so.2.0.0")
+# (server's provider, client's): every pairing that shares a wire format.  A framed kdat client
+# with a libdaplofa server does not: test_a_framed_kdat_client_... shows what dapltest says.
+PAIRINGS = [("ofa", "ofa"), ("kdat", "kdat"), ("kdat", "ofa"), ("ofa", "kdat-raw"),
+            ("kdat-raw", "ofa")]
+
+_port = [26000]
+
+
+def _next_port():
+    _port[0] += 11
+    return _port[0]
+
+
+def conf_text(link):
+    dev = link.netdev
+    return "".join([
+        f'kdat-{link} u2.0 nonthreadsafe default {LIB} dapl.2.0 "{dev}" ""\n',
+        f'kdat-raw-{link} u2.0 nonthreadsafe default {LIB} dapl.2.0 "{dev} pdata=raw" ""\n',
+        f'ofa-{link} u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 "{dev} 0" ""\n'])
+
+
+@pytest.fixture
+def dat_conf(link, peer, kdat_module):
+    """Both hosts' dat.conf for this wire (DAT_OVERRIDE)."""
+    text = conf_text(link)
+    with open(CONF, "w") as f:
+        f.write(text)
+    peer.sh(f"cat > {CONF} <<'EOF'\n{text}EOF")
+    return link
+
+
+# Each program: the server's and the client's arguments (PORT and ADDR filled in), what both must
+# print to pass, and the line that says the server waits for its client.
+def _dapltest_t(port, addr, provider):
+    # siw takes one SGE per RDMA read sink (libdaplofa then reports a short read): 1 segment there
+    segs = "1" if provider.endswith("iwarp") else "2"
+    ops = ["client", "SR", "4096", "1", "server", "SR", "4096", "1",
+           "client", "RW", "4096", segs, "client", "RR", "4096", segs]
+    return (["dapltest", "-T", "S", "-D", provider, "-n", str(port)],
+            ["dapltest", "-T", "T", "-s", addr, "-D", provider, "-n", str(port), "-i", "50",
+             "-t", "2", "-w", "2", "-V", *ops])
+
+
+PROGRAMS = {
+    "dtest": dict(
+        server=lambda port, addr, p: ["dtest", "-s", "-P", p, "-B", "10", "-b", "4096"],
+        client=lambda port, addr, p: ["dtest", "-h", addr, "-P", p, "-B", "10", "-b", "4096"],
+        verdicts=("DAPL Test Complete. PASSED",), server_verdicts=("DAPL Test Complete. PASSED",),
+        ready=r"waiting for client connection", tcp=True),
+    "dtestcm": dict(
+        server=lambda port, addr, p: ["dtestcm", "-s", "-P", p, "-c", "10", "-p", str(port)],
+        client=lambda port, addr, p: ["dtestcm", "-h", addr, "-P", p, "-c", "10", "-p",
+                                      str(port)],
+        verdicts=("ALL 10 CONNECTED on Client!", "DAPL Connection Test Complete"),
+        server_verdicts=("ALL 10 CONNECTED on Server!", "DAPL Connection Test Complete"),
+        ready=r"Server ready on port", tcp=True),
+    "dapltest": dict(
+        server=lambda port, addr, p: _dapltest_t(port, addr, p)[0],
+        client=lambda port, addr, p: _dapltest_t(port, addr, p)[1],
+        verdicts=("End of Work -- Client Exiting",), server_verdicts=(),
+        ready=r"Service Point Ready|Dapltest: Service", tcp=False),
+}
+ERROR_RE = re.compile(r"\bERR\b|ERROR|Error |error:|FAILED|DAT_[A-Z_]{5,}|Segmentation|timed out|"
+                      r"mismatch|problem")
+NOT_AN_ERROR_RE = re.compile(r"ASYNC EVD")
+
+
+def _errors(text):
+    return [line.strip() for line in text.splitlines()
+            if ERROR_RE.search(line) and not NOT_AN_ERROR_RE.search(line)]
+
+
+def run_pair(peer, link, program, server_provider, client_provider, timeout=90):
+    """Runs `program`'s server on the peer and its client here; returns (ok, server, client)
+    where server and client are (rc, output)."""
+    spec = PROGRAMS[program]
+    port = _next_port()
+    log = f"/tmp/kdat-wire-dapl-{port}.log"
+    sp, cp = f"{server_provider}-{link}", f"{client_provider}-{link}"
+    server_cmd = " ".join(shlex.quote(a) for a in spec["server"](port, link.peer_addr, sp))
+    # libdaplofa on siw registers memory that counts against RLIMIT_MEMLOCK
+    job = peer.spawn(f"ulimit -l unlimited; cd /tmp; DAT_OVERRIDE={CONF} "
+                     f"timeout {timeout} stdbuf -oL {server_cmd} > {log} 2>&1")
+    ready = re.compile(spec["ready"], re.I)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        out = peer.sh(f"cat {log} 2>/dev/null; true")["out"]
+        if ready.search(out) or _errors(out):
+            break
+        time.sleep(0.2)
+    if spec["tcp"]:  # dtest and dtestcm trade their parameters over TCP: wait for the listen
+        while time.monotonic() < deadline and peer.sh(
+                "ss -Hltnp | grep -c 'dtest' || true")["out"].strip() in ("", "0"):
+            if _errors(peer.sh(f"cat {log}; true")["out"]):
+                break
+            time.sleep(0.2)
+    else:
+        time.sleep(1)
+    env = dict(os.environ, DAT_OVERRIDE=CONF)
+    client = subprocess.run(
+        ["bash", "-c", "ulimit -l unlimited; exec \"$@\"", "client",
+         "timeout", str(timeout), "stdbuf", "-oL", *spec["client"](port, link.peer_addr, cp)],
+        env=env, capture_output=True, text=True, cwd="/tmp")
+    if program == "dapltest":  # its server serves until told to quit
+        subprocess.run(["timeout", "30", "dapltest", "-T", "Q", "-s", link.peer_addr, "-D", cp,
+                        "-n", str(port)], env=env, capture_output=True)
+    # A server whose client gave up waits for it until its timeout: 10 s are enough to tell
+    # that from one that is still finishing its part (rc None: killed then).
+    end = peer.wait(job, timeout=40 if client.returncode == 0 else 10)
+    if end["rc"] is None:
+        peer.kill(job)
+    server_out = peer.sh(f"cat {log}; rm -f {log}")["out"]
+    client_out = client.stdout + client.stderr
+    ok = (client.returncode == 0 and end["rc"] == 0
+          and all(v in client_out for v in spec["verdicts"])
+          and all(v in server_out for v in spec["server_verdicts"])
+          and not _errors(client_out) and not _errors(server_out))
+    return ok, (end["rc"], server_out), (client.returncode, client_out)
+
+
+def _show(label, rc, out):
+    return f"--- {label} (rc {rc}):\n{out[-2500:]}"
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_dapl_programs_pass_across_the_wire_wherever_libdaplofa_passes(dat_conf, link, peer,
+                                                                       program, kernel_log):
+    outcomes = {}
+    for server_provider, client_provider in PAIRINGS:
+        if link.name == "iwarp" and "raw" in server_provider + client_provider:
+            continue  # the framing cannot matter where no EP is made
+        outcomes[(server_provider, client_provider)] = run_pair(
+            peer, link, program, server_provider, client_provider)
+    control_ok, control_server, control_client = outcomes[("ofa", "ofa")]
+    assert control_ok, ("libdaplofa with libdaplofa fails on this wire: the control\n"
+                        + _show("server", *control_server) + "\n" + _show("client", *control_client))
+    for (sp, cp), (ok, server, client) in outcomes.items():
+        if sp == cp == "ofa":
+            continue
+        if link.name == "roce":
+            assert ok, (f"{program}: server over {sp}, client over {cp} fails where libdaplofa "
+                        f"passes\n" + _show("server", *server) + "\n" + _show("client", *client))
+        else:
+            # a kdat side refuses its EP the DAT way and ends (a libdaplofa server may be left
+            # waiting for a client that gave up: it is killed)
+            # (the server makes its EPs first: a kdat server refuses before any client comes)
+            refusing = server if sp.startswith("kdat") else client
+            assert not ok
+            assert "DAT_MODEL_NOT_SUPPORTED" in refusing[1], (
+                f"{program} {sp}->{cp}: kdat did not refuse its EP with DAT_MODEL_NOT_SUPPORTED\n"
+                + _show("server", *server) + "\n" + _show("client", *client))
+            for prov, (rc, _) in ((sp, server), (cp, client)):
+                if prov.startswith("kdat"):
+                    assert rc not in (None, 124), (
+                        f"{program} {sp}->{cp}: the kdat side did not end\n"
+                        + _show("server", *server) + "\n" + _show("client", *client))
+
+
+def test_a_framed_kdat_client_is_seen_by_a_libdaplofa_dapltest_server_and_a_raw_one_is_not(
+        dat_conf, link, peer, kernel_log):
+    """kdat's 4-byte private-data frame is on the wire: libdaplofa's dapltest server compares each
+    connect's private data and reports the frame as a mismatch; the same client with pdata=raw
+    passes clean.  (README: the dat.conf ia_params.)"""
+    if link.name != "roce":
+        pytest.skip("kdat's provider has no data path on iWARP (see the module's docstring)")
+    ok, server, client = run_pair(peer, link, "dapltest", "ofa", "kdat")
+    assert "Private Data mismatch" in server[1], _show("server", *server)
+    ok, server, client = run_pair(peer, link, "dapltest", "ofa", "kdat-raw")
+    assert ok and "mismatch" not in server[1], (_show("server", *server) + "\n"
+                                                + _show("client", *client))
