@@ -22,6 +22,7 @@ import time
 import pytest
 
 from kdat_harness import REPO
+from kdat_harness.dat import next_port
 
 CONF = "/tmp/kdat-wire-dat.conf"
 LIB = os.path.join(REPO, "build", "user", "dapl", "libdaplkdat.so.2.0.0")
@@ -29,14 +30,6 @@ LIB = os.path.join(REPO, "build", "user", "dapl", "libdaplkdat.so.2.0.0")
 # with a libdaplofa server does not: test_a_framed_kdat_client_... shows what dapltest says.
 PAIRINGS = [("ofa", "ofa"), ("kdat", "kdat"), ("kdat", "ofa"), ("ofa", "kdat-raw"),
             ("kdat-raw", "ofa")]
-
-_port = [26000]
-
-
-def _next_port():
-    _port[0] += 11
-    return _port[0]
-
 
 def conf_text(link):
     dev = link.netdev
@@ -101,7 +94,7 @@ def run_pair(peer, link, program, server_provider, client_provider, timeout=90):
     """Runs `program`'s server on the peer and its client here; returns (ok, server, client)
     where server and client are (rc, output)."""
     spec = PROGRAMS[program]
-    port = _next_port()
+    port = next_port()
     log = f"/tmp/kdat-wire-dapl-{port}.log"
     sp, cp = f"{server_provider}-{link}", f"{client_provider}-{link}"
     server_cmd = " ".join(shlex.quote(a) for a in spec["server"](port, link.peer_addr, sp))
