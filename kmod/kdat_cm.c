@@ -20,6 +20,43 @@ static struct rdma_cm_id *kdat_rdma_create_id(struct net *net, rdma_cm_event_han
 }
 
 /*
+ * The local ACK timeout of every RC QP kdat connects, 4.096 us * 2^value.
+ * On RoCE ib_cm gives the passive side the REQ's timeout for twice the packet
+ * life time, 31 (2.4 hours): a lost last packet of a burst is then never
+ * retransmitted and the transfer hangs.  16 (268 ms; with 7 retries the QP
+ * fails in about 2 s of silence) is DAPL's DAPL_ACK_TIMER default.  Never
+ * below the device's own ACK delay; 0 keeps the CM's value.
+ */
+#define KDAT_ACK_TIMEOUT	16
+static unsigned int ack_timeout = KDAT_ACK_TIMEOUT;
+
+static int kdat_ack_timeout_set(const char *val, const struct kernel_param *kp)
+{
+	return param_set_uint_minmax(val, kp, 0, 31);
+}
+
+static const struct kernel_param_ops kdat_ack_timeout_ops = {
+	.set = kdat_ack_timeout_set,
+	.get = param_get_uint,
+};
+
+module_param_cb(ack_timeout, &kdat_ack_timeout_ops, &ack_timeout, 0644);
+MODULE_PARM_DESC(ack_timeout,
+		 "RC local ACK timeout, 4.096us * 2^n (0-31, default 16; 0: the CM's value)");
+
+static int kdat_rdma_init_qp_attr(struct rdma_cm_id *id, struct ib_qp_attr *attr, int *mask)
+{
+	unsigned int timeout = READ_ONCE(ack_timeout);
+	int ret;
+
+	ret = rdma_init_qp_attr(id, attr, mask);
+	if (ret || !(*mask & IB_QP_TIMEOUT) || !timeout)
+		return ret;
+	attr->timeout = max_t(unsigned int, timeout, id->device->attrs.local_ca_ack_delay);
+	return 0;
+}
+
+/*
  * kdat drives its QPs itself (as librdmacm does for user QPs): the CM gives
  * the attributes for the next state, kdat adds access flags and read depths.
  */
@@ -29,7 +66,7 @@ static int kdat_rdma_modify_qp(struct rdma_cm_id *id, struct ib_qp *qp,
 	struct ib_qp_attr attr = { .qp_state = state };
 	int mask, ret;
 
-	ret = rdma_init_qp_attr(id, &attr, &mask);
+	ret = kdat_rdma_init_qp_attr(id, &attr, &mask);
 	if (ret)
 		return ret;
 	if (state == IB_QPS_INIT)
@@ -75,7 +112,7 @@ const struct kdat_cm_ops kdat_cm_rdma = {
 	.unlock_handler = rdma_unlock_handler,
 	.consumer_reject_data = kdat_rdma_consumer_reject_data,
 	.modify_qp = kdat_rdma_modify_qp,
-	.init_qp_attr = rdma_init_qp_attr,
+	.init_qp_attr = kdat_rdma_init_qp_attr,
 };
 
 /* Deferred destruction of an id whose handler is running (it may not destroy itself). */

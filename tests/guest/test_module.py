@@ -169,3 +169,29 @@ def test_the_kernel_log_fixture_sees_new_lines_after_the_log_buffer_wrapped(kern
     finally:
         with open("/proc/sys/kernel/printk_devkmsg", "w") as f:
             f.write(old + "\n")
+
+
+def test_ack_timeout_takes_0_to_31_and_refuses_the_rest(kdat_module):
+    """ack_timeout is the exponent of the RC QPs' local ACK timeout (4.096 us * 2^n, 5 bits on
+    the wire): 16 by default (DAPL's DAPL_ACK_TIMER), 0 for the CM's own value; anything else is
+    refused with EINVAL and leaves the value as it was (user/tests/guest/user_qp_test.cpp checks
+    that both sides' QPs get it)."""
+    path = "/sys/module/kdat/parameters/ack_timeout"
+    with open(path) as f:
+        assert f.read().strip() == "16"
+    try:
+        for bad in ("32", "-1", "255", "sixteen", ""):
+            with pytest.raises(OSError) as e:
+                with open(path, "w") as f:
+                    f.write(bad + "\n")
+            assert e.value.errno == errno.EINVAL, bad
+            with open(path) as f:
+                assert f.read().strip() == "16", bad
+        for good in ("0", "31", "18"):
+            with open(path, "w") as f:
+                f.write(good + "\n")
+            with open(path) as f:
+                assert f.read().strip() == good
+    finally:
+        with open(path, "w") as f:
+            f.write("16\n")

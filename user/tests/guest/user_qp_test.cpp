@@ -266,6 +266,21 @@ TEST(UserQp, SendRecvRdmaWriteAndReadWithVerifiedBytesThenGracefulDisconnect) {
     EXPECT_EQ(ep->endpoint().query().attributes.max_rdma_read_out, 4u);
   }
   {
+    // Both sides retransmit after kdat's ACK timeout (the passive side's would be the CM's 31,
+    // 2.4 hours on RoCE, so a lost last packet would never be sent again), with 7 retries.
+    unsigned timeout = 0;
+    std::ifstream("/sys/module/kdat/parameters/ack_timeout") >> timeout;
+    ASSERT_GE(timeout, 1u);
+    ASSERT_LE(timeout, 30u);
+    for (auto *ep : {&p.cep, &p.sep}) {
+      ibv_qp_attr a{};
+      ibv_qp_init_attr i{};
+      ASSERT_EQ(ibv_query_qp(ep->qp(), &a, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &i), 0);
+      EXPECT_EQ(a.timeout, timeout);
+      EXPECT_EQ(a.retry_cnt, 7u);
+    }
+  }
+  {
     // ...and each QP targets the other: dest QPN is the peer's QP.
     ibv_qp_attr a{};
     ibv_qp_init_attr i{};
