@@ -77,6 +77,34 @@ bool sleep_on(std::vector<pollfd> &fds, const std::optional<Clock::time_point> &
 // A device that never flushes the DTOs of a QP in ERR does not hold a DISCONNECTED for ever.
 constexpr auto kFlushLimit = std::chrono::seconds(10);
 
+// A peer may end a connection while a thread sleeps on the EP's DTO EVD and nobody takes the
+// DISCONNECTED from its connect EVD.  libdaplofa's CM thread moves the QP to ERR at once, so the
+// posted requests flush and the waiter wakes; this provider has no thread of its own, so a DTO
+// wait reads the states of the EVD's user EPs in the shared table (no system call) before it
+// sleeps and at least every kEndWatch while it does, and moves the QP of an EP that ended to ERR
+// (UserEndpoint::sync; once per connection).  True while one of them may still end.
+constexpr auto kEndWatch = std::chrono::milliseconds(100);
+
+bool flush_ended_eps(Evd &evd) {
+  if (evd.cq == nullptr) return false;
+  bool watch = false;
+  for (auto &[handle, ep] : evd.ia->eps) {
+    if (!ep->user || (ep->recv_evd != &evd && ep->request_evd != &evd)) continue;
+    const kdat::EpState state = ep->user->endpoint().state();
+    if (!kdat::has_ended(state)) {
+      watch = watch || kdat::has_connection(state) || kdat::is_accepting(state) ||
+              kdat::is_connecting(state);
+      continue;
+    }
+    try {
+      ep->user->sync();
+    } catch (const kdat::Error &) {
+      // The QP could not be moved (the device is gone): nothing is left to flush.
+    }
+  }
+  return watch;
+}
+
 // Moves the held events that wait for nothing more -- their EP's flushes arrived (polled into
 // evd.local ahead of them), the EP was freed, or kFlushLimit passed -- to evd.local, in order.
 void release_held(Evd &evd) {
@@ -352,14 +380,21 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
       // arm() may have found the completions that were missing
       if (available(evd) >= need) continue;
       pump_connects(*evd.ia, &evd, &fds);
+      const bool watch_ends = flush_ended_eps(evd);
+      // the flushes of a QP just moved to ERR may be in already
+      if (available(evd) >= need) continue;
       ++evd.counters[DCNT_EVD_WAIT_BLOCKED];
       if (!keep) keep = share(handle);
       lock.unlock();
       bool slept = false;
       try {
         // An event held for flushes is released by kFlushLimit even if no completion wakes us.
-        slept = evd.held.empty() ? sleep_on(fds, deadline)
-                                 : sleep_on(fds, deadline, std::chrono::milliseconds(100));
+        if (!evd.held.empty())
+          slept = sleep_on(fds, deadline, std::chrono::milliseconds(100));
+        else if (watch_ends)
+          slept = sleep_on(fds, deadline, kEndWatch);
+        else
+          slept = sleep_on(fds, deadline);
       } catch (...) {
         lock.lock();
         throw;

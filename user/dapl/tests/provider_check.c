@@ -314,6 +314,61 @@ static void flush_many(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL 
   dat_evd_free(c_conn);
 }
 
+/* The peer frees its EP while this side sleeps on its receive EVD and never looks at its
+ * connection EVD (dapltest's threads do this when the other side gives up): the posted receive
+ * flushes and wakes the wait, as over libdaplofa, whose CM thread moves the QP to ERR. */
+static void peer_gone_while_waiting(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port,
+                                    DAT_PZ_HANDLE pz, DAT_EVD_HANDLE cr_evd, DAT_LMR_CONTEXT s_l,
+                                    char *sbuf) {
+  DAT_EVD_HANDLE c_conn = DAT_HANDLE_NULL, c_dto = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE s_conn = DAT_HANDLE_NULL, s_dto = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL;
+  DAT_LMR_TRIPLET iov = triplet(s_l, sbuf, 64);
+  DAT_DTO_COOKIE ck;
+  DAT_EVENT ev;
+  DAT_COUNT nmore = 0;
+  int established = 0;
+
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &c_conn);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_DTO_FLAG, &c_dto);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &s_conn);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_DTO_FLAG, &s_dto);
+  dat_ep_create(ia, pz, c_dto, c_dto, c_conn, NULL, &c);
+  expect("pg: ep_create (server)", dat_ep_create(ia, pz, s_dto, s_dto, s_conn, NULL, &s),
+         DAT_SUCCESS);
+  ck.as_64 = 0x5eed;
+  expect("pg: post_recv before the connection",
+         dat_ep_post_recv(s, 1, &iov, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  expect("pg: ep_connect",
+         dat_ep_connect(c, addr, port, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
+                        DAT_CONNECT_DEFAULT_FLAG),
+         DAT_SUCCESS);
+  if (next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT)
+    dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, s, 0, NULL);
+  established += next_event(c_conn, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED;
+  established += next_event(s_conn, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED;
+  if (truth("pg: both EPs ESTABLISHED", established == 2)) {
+    const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+    DAT_RETURN r;
+
+    expect("pg: ep_free (client, connected)", dat_ep_free(c), DAT_SUCCESS);
+    c = DAT_HANDLE_NULL;
+    r = dat_evd_wait(s_dto, WAIT_US, 1, &ev, &nmore);
+    expect("pg: evd_wait on the receive EVD returns", r, DAT_SUCCESS);
+    truth("pg: ... with the receive, flushed",
+          r == DAT_SUCCESS && ev.event_number == DAT_DTO_COMPLETION_EVENT &&
+              d->user_cookie.as_64 == 0x5eed && d->status == DAT_DTO_ERR_FLUSHED);
+    truth("pg: then DISCONNECTED on the connection EVD",
+          next_event(s_conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+  }
+  if (c != DAT_HANDLE_NULL) dat_ep_free(c);
+  expect("pg: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);
+  dat_evd_free(s_dto);
+  dat_evd_free(s_conn);
+  dat_evd_free(c_dto);
+  dat_evd_free(c_conn);
+}
+
 /* DAT connection qualifiers are 64 bits, rdma_cm ports 16: a qualifier above 0xffff maps to
  * 33534 + q % 32001 (libdaplofa's mapping), on the listening and the connecting side alike. */
 static void big_qualifier(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr) {
@@ -587,6 +642,7 @@ static void data_path(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL p
   }
   rdma_read_out_zero(ia, addr, port, pz, cr_evd, c_l, s_r, cbuf, sbuf);
   flush_many(ia, addr, port, pz, cr_evd, s_l, sbuf);
+  peer_gone_while_waiting(ia, addr, port, pz, cr_evd, s_l, sbuf);
 out:
   expect("dp: ep_free (client)", dat_ep_free(c), DAT_SUCCESS);
   expect("dp: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);
