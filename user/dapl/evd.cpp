@@ -81,8 +81,9 @@ constexpr auto kFlushLimit = std::chrono::seconds(10);
 // DISCONNECTED from its connect EVD.  libdaplofa's CM thread moves the QP to ERR at once, so the
 // posted requests flush and the waiter wakes; this provider has no thread of its own, so a DTO
 // wait reads the states of the EVD's user EPs in the shared table (no system call) before it
-// sleeps and at least every kEndWatch while it does, and moves the QP of an EP that ended to ERR
-// (UserEndpoint::sync; once per connection).  True while one of them may still end.
+// sleeps and at least every kEndWatch while it does (an empty dequeue: every kEndWatch), and
+// moves the QP of an EP that ended to ERR (UserEndpoint::sync; once per connection).  True
+// while one of them may still end.
 constexpr auto kEndWatch = std::chrono::milliseconds(100);
 
 bool flush_ended_eps(Evd &evd) {
@@ -452,6 +453,15 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT *event) {
     }
     if (!take(evd, *event)) {
       ++evd.counters[DCNT_EVD_DEQUEUE_NOT_FOUND];
+      // A polling consumer waits for a peer that went away as a sleeping one does, at the
+      // same pace (flush_ended_eps): the clock is read only when the EVD is empty.
+      if (evd.cq != nullptr) {
+        const auto now = Clock::now();
+        if (now - evd.ends_checked >= kEndWatch) {
+          evd.ends_checked = now;
+          (void)flush_ended_eps(evd);
+        }
+      }
       yield = evd.kernel.has_value();
       return has_cq ? static_cast<DAT_RETURN>(DAT_QUEUE_EMPTY) : error(DAT_QUEUE_EMPTY);
     }

@@ -200,6 +200,7 @@ struct Evd : Object {
     std::chrono::steady_clock::time_point since{};
   };
   std::deque<Held> held;
+  std::chrono::steady_clock::time_point ends_checked{};  // evd_dequeue's last flush_ended_eps
   Counters<DCNT_EVD_ALL_COUNTERS> counters{};
 };
 
