@@ -172,8 +172,9 @@ def test_the_kernel_log_fixture_sees_new_lines_after_the_log_buffer_wrapped(kern
 
 
 def test_ack_timeout_takes_0_to_31_and_refuses_the_rest(kdat_module):
-    """ack_timeout is the exponent of the RC QPs' local ACK timeout (4.096 us * 2^n, 5 bits on
-    the wire): 16 by default (DAPL's DAPL_ACK_TIMER), 0 for the CM's own value; anything else is
+    """ack_timeout is the exponent of the RC QPs' local ACK timeout (4.096 us * 2^n, 5 bits in
+    the QP's attributes): 16 by default (DAPL's DAPL_ACK_TIMER), 0 for the CM's own value (19 on
+    RoCE); anything else is
     refused with EINVAL and leaves the value as it was (user/tests/guest/user_qp_test.cpp checks
     that both sides' QPs get it)."""
     path = "/sys/module/kdat/parameters/ack_timeout"

@@ -266,8 +266,8 @@ TEST(UserQp, SendRecvRdmaWriteAndReadWithVerifiedBytesThenGracefulDisconnect) {
     EXPECT_EQ(ep->endpoint().query().attributes.max_rdma_read_out, 4u);
   }
   {
-    // Both sides retransmit after kdat's ACK timeout (the passive side's would be the CM's 31,
-    // 2.4 hours on RoCE, so a lost last packet would never be sent again), with 7 retries.
+    // Both sides retransmit after kdat's ACK timeout (module parameter ack_timeout, not the
+    // CM's 19 on RoCE: 2.1 s a lost packet), with 7 retries.
     unsigned timeout = 0;
     std::ifstream("/sys/module/kdat/parameters/ack_timeout") >> timeout;
     ASSERT_GE(timeout, 1u);
