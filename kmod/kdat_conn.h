@@ -238,9 +238,13 @@ void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id);
 void kdat_ep_accept_depths(struct kdat_ep *ep, struct kdat_cr *cr, u32 *ird, u32 *ord);
 /* kdat_uqp.c: userspace QPs (kernel bypass) */
 u32 kdat_ep_qpn(struct kdat_ep *ep);
-bool kdat_uqp_qpn_in_use(struct kdat_ia *ia, struct kdat_uqp *uqp);
+bool kdat_uqp_ib(struct kdat_ia *ia);
+bool kdat_uqp_qpn_valid(struct kdat_ia *ia, u32 qpn);
+bool kdat_uqp_qpn_in_use(struct kdat_ia *ia, u32 qpn, struct kdat_ep *self);
+kdat_ret_t kdat_uqp_check_renumber(struct kdat_ep *ep, u32 qpn);
+kdat_ret_t kdat_ep_reset_to(struct kdat_ep *ep, u32 uqpn);
 void kdat_uqp_rep_arrived(struct kdat_ep *ep, const u8 *pdata, u32 len);
-void kdat_uqp_reset(struct kdat_ep *ep);
+void kdat_uqp_reset(struct kdat_ep *ep, u32 qpn);
 kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
 			   const struct kdat_ep_attr *attr, u32 qpn, u32 *handle);
 kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,

@@ -638,7 +638,7 @@ kdat_ret_t kdat_ep_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_REQUEST);
 	else if (!kdat_evd_fits(recv, ia, KDAT_EVD_DTO))
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_RECV);
-	else if (uqp && kdat_uqp_qpn_in_use(ia, uqp))
+	else if (uqp && kdat_uqp_qpn_in_use(ia, uqp->qpn, NULL))
 		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG5);
 	else
 		ret = kdat_ep_link(ep, conn, req, recv);
@@ -834,7 +834,8 @@ out:
 }
 EXPORT_SYMBOL_GPL(kdat_ep_modify);
 
-kdat_ret_t kdat_ep_reset(struct kdat_ep *ep)
+/* uqpn: a user-QP EP's QP from now on (0: keep it); kdat_uqp_check_renumber() */
+kdat_ret_t kdat_ep_reset_to(struct kdat_ep *ep, u32 uqpn)
 {
 	struct kdat_ctx *ctx = ep->obj.ctx;
 	struct rdma_cm_id *id = NULL;
@@ -847,6 +848,8 @@ kdat_ret_t kdat_ep_reset(struct kdat_ep *ep)
 		ret = kdat_invalid_state(ep);
 	} else {
 		ret = kdat_ep_check(ep, KDAT_EP_STIM_RESET);
+		if (!ret)
+			ret = kdat_uqp_check_renumber(ep, uqpn);
 		if (!ret) {
 			id = kdat_ep_detach_id(ep);
 			if (ep->dreq_pending)	/* see kdat_ep_send_dreq() */
@@ -857,7 +860,7 @@ kdat_ret_t kdat_ep_reset(struct kdat_ep *ep)
 				kdat_ep_flush(ep);
 			kdat_qp_set(ep, IB_QPS_RESET);
 			kdat_qp_init(ep);
-			kdat_uqp_reset(ep);
+			kdat_uqp_reset(ep, uqpn);
 			ep->graceful_pending = false;
 			ep->active = false;
 			ep->ird = 0;
@@ -870,6 +873,11 @@ kdat_ret_t kdat_ep_reset(struct kdat_ep *ep)
 	mutex_unlock(&ctx->lock);
 	kdat_ep_destroy_id(ep, id);
 	return ret;
+}
+
+kdat_ret_t kdat_ep_reset(struct kdat_ep *ep)
+{
+	return kdat_ep_reset_to(ep, 0);
 }
 EXPORT_SYMBOL_GPL(kdat_ep_reset);
 

@@ -395,7 +395,7 @@ static long kdat_ioc_ep_reset(struct kdat_ioc_call *call)
 {
 	struct kdat_ep_reset *a = call->arg;
 
-	a->status = kdat_ep_reset(call->obj[0]);
+	a->status = kdat_ep_reset_to(call->obj[0], a->qp_num);
 	return 0;
 }
 

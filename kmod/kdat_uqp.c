@@ -33,12 +33,24 @@ u32 kdat_ep_qpn(struct kdat_ep *ep)
 	return ep->qp ? ep->qp->qp_num : 0;
 }
 
+/* The IB CM hands a QP's attributes over; otherwise (iWARP) the CM moves the QP. */
+bool kdat_uqp_ib(struct kdat_ia *ia)
+{
+	return rdma_cap_ib_cm(ia->ibdev, ia->port_num);
+}
+
+/* IB: QPs 0 and 1 are the special QPs, QPNs have 24 bits; iWARP: any but 0. */
+bool kdat_uqp_qpn_valid(struct kdat_ia *ia, u32 qpn)
+{
+	return kdat_uqp_ib(ia) ? qpn >= 2 && qpn <= 0xffffff : qpn != 0;
+}
+
 /*
- * Does another live EP of this owner on the same device use uqp's QP
- * number?  The only association kdat can check (see kdat.h).  Caller holds
- * ctx->lock.
+ * Does another live EP (not self) of this owner on the same device use QP
+ * number qpn?  The only association kdat can check (see kdat.h).  Caller
+ * holds ctx->lock.
  */
-bool kdat_uqp_qpn_in_use(struct kdat_ia *ia, struct kdat_uqp *uqp)
+bool kdat_uqp_qpn_in_use(struct kdat_ia *ia, u32 qpn, struct kdat_ep *self)
 {
 	struct kdat_ia *other;
 	struct kdat_ep *ep;
@@ -48,19 +60,38 @@ bool kdat_uqp_qpn_in_use(struct kdat_ia *ia, struct kdat_uqp *uqp)
 		if (other->ibdev != ia->ibdev)
 			continue;
 		list_for_each_entry(ep, &other->eps, ia_node)
-			if (kdat_ep_qpn(ep) == uqp->qpn)
+			if (ep != self && kdat_ep_qpn(ep) == qpn)
 				return true;
 	}
 	return false;
 }
 
+/*
+ * ep_reset with a new QP for the EP (qpn; 0: keep its QP): only a user-QP
+ * EP has one to change.  Caller holds ctx->lock.
+ */
+kdat_ret_t kdat_uqp_check_renumber(struct kdat_ep *ep, u32 qpn)
+{
+	lockdep_assert_held(&ep->obj.ctx->lock);
+	if (!qpn)
+		return KDAT_DAT_SUCCESS;
+	if (!ep->uqp || !kdat_uqp_qpn_valid(ep->ia, qpn) ||
+	    kdat_uqp_qpn_in_use(ep->ia, qpn, ep))
+		return KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	return KDAT_DAT_SUCCESS;
+}
+
 /* ep_reset: a new connection starts from scratch.  Caller holds ctx->lock. */
-void kdat_uqp_reset(struct kdat_ep *ep)
+void kdat_uqp_reset(struct kdat_ep *ep, u32 qpn)
 {
 	lockdep_assert_held(&ep->obj.ctx->lock);
 	if (ep->uqp) {
 		ep->uqp->rep_arrived = false;
 		ep->uqp->rep_pdata_len = 0;
+		if (qpn && qpn != ep->uqp->qpn) {	/* kdat_uqp_check_renumber() */
+			ep->uqp->qpn = qpn;
+			kdat_rec_sync(&ep->obj);	/* a NOOP reset is no step */
+		}
 	}
 }
 

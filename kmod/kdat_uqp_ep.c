@@ -15,15 +15,14 @@ static kdat_ret_t kdat_uqp_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
 	kdat_ret_t ret;
 
 	/*
-	 * A user-owned QP is moved through its states by its owner with the
-	 * attributes the IB CM gives (rdma_init_qp_attr); the iWARP CM drives
-	 * the QP itself and has no such hand-off, so an iWARP IA has no
-	 * user-owned QPs.  Checked first: that is the answer whatever the QPN.
+	 * Over the IB CM the owner moves its QP with the attributes the CM
+	 * gives (rdma_init_qp_attr); the iWARP CM takes the QP by its number
+	 * when it connects or accepts and drives it itself (as for librdmacm's
+	 * QPs).  A backend without either has no user-owned QPs.
 	 */
-	if (!ia->cm->init_qp_attr || !rdma_cap_ib_cm(ia->ibdev, ia->port_num))
+	if (!ia->cm->init_qp_attr)
 		return KDAT_ERR(KDAT_DAT_MODEL_NOT_SUPPORTED, KDAT_DAT_NO_SUBTYPE);
-	/* QPs 0 and 1 are the special QPs; QPNs have 24 bits */
-	if (qpn < 2 || qpn > 0xffffff)
+	if (!kdat_uqp_qpn_valid(ia, qpn))
 		return KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG5);
 	uqp = kzalloc(sizeof(*uqp), GFP_KERNEL);
 	if (!uqp)
@@ -170,12 +169,15 @@ kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
 			ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
 			goto out;
 		}
+		a.qp_access_flags = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+				    IB_ACCESS_REMOTE_READ;
+		mask = IB_QP_STATE | IB_QP_ACCESS_FLAGS;
+		if (!kdat_uqp_ib(ep->ia))	/* iWARP: the access flags only, as iw_cm's */
+			break;
 		/* what rdma_cm gives an RC id on RoCE: P_Key index 0 of the IA's port */
 		a.pkey_index = 0;
 		a.port_num = ep->ia->port_num;
-		a.qp_access_flags = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
-				    IB_ACCESS_REMOTE_READ;
-		mask = IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_ACCESS_FLAGS;
+		mask |= IB_QP_PKEY_INDEX | IB_QP_PORT;
 		break;
 	default:	/* RTR, RTS */
 		if (cr) {
@@ -192,7 +194,18 @@ kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
 				       kdat_ep_invalid_state_subtype(ep->state));
 			goto out;
 		}
-		if (ep->ia->removed || ep->ia->cm->init_qp_attr(id, &a, &mask)) {
+		if (ep->ia->removed) {
+			ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
+			goto out;
+		}
+		/*
+		 * iWARP: nothing to apply (mask 0): the CM moves the QP to RTS
+		 * when the MPA exchange is done.  Only a passive side asks (its
+		 * accept's RTR/RTS); no REP reaches an active one.
+		 */
+		if (!kdat_uqp_ib(ep->ia))
+			break;
+		if (ep->ia->cm->init_qp_attr(id, &a, &mask)) {
 			ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
 			goto out;
 		}

@@ -93,6 +93,34 @@ def test_a_qp_number_in_use_by_another_ep_of_the_file_on_the_device_is_refused(k
     new_uqp(kd, s, 0x101)
 
 
+def test_ep_reset_may_give_a_user_ep_a_new_qp_and_checks_the_number(kd, rdma):
+    """ep_reset's qp_num (libkdat uses it on iWARP, where siw cannot take a QP out of ERR): the
+    EP's QP from then on, checked as uqp_create checks it; 0 keeps the QP; a kernel EP has none to
+    change.  A refused number leaves the EP as it was (not reset)."""
+    s = side(kd)
+    ep = new_uqp(kd, s, 0x300)
+    other = new_uqp(kd, s, 0x301)
+    kep = s.ep()
+
+    def qpn_of(handle):
+        with kd.table() as t:
+            return [r.qp_num for _, r in t.live_records() if r.handle == handle][0]
+
+    def reset(handle, qpn):
+        return kd.call("ep_reset", ep=handle, qp_num=qpn).status
+
+    for bad in (1, 1 << 24, 0x301):     # a special QP, 25 bits, another EP's
+        assert dtype(reset(ep, bad)) == DAT["DAT_INVALID_PARAMETER"], bad
+        assert qpn_of(ep) == 0x300
+    assert dtype(reset(kep, 0x302)) == DAT["DAT_INVALID_PARAMETER"]
+    assert reset(ep, 0x302) == DAT["DAT_SUCCESS"]
+    assert qpn_of(ep) == 0x302 and kd.ep_state(ep) == "UNCONNECTED"
+    assert dtype(uqp_create(kd, s, 0x300).status) == DAT["DAT_SUCCESS"]  # the old one is free
+    assert reset(ep, 0) == DAT["DAT_SUCCESS"] and qpn_of(ep) == 0x302
+    assert reset(other, 0x301) == DAT["DAT_SUCCESS"]    # its own number: kept
+    assert reset(kep, 0) == DAT["DAT_SUCCESS"]
+
+
 def test_another_file_may_use_the_same_number_as_the_kernel_cannot_see_its_qps(kdat_files, rdma):
     # Documented limit: a QP belongs to a uverbs file kdat cannot look into.
     a, b = side(kdat_files()), side(kdat_files())

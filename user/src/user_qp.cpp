@@ -128,6 +128,10 @@ struct UserEndpoint::Impl final : detail::UserQpHook {
   ibv_qp *qp = nullptr;
   bool own_send_cq = false, own_recv_cq = false;
   std::uint32_t max_inline_data = 0;  // what ibv_create_qp granted
+  ibv_qp_init_attr init_attr{};       // as granted: a reset's new QP (fresh_qp_on_reset)
+  // iWARP: siw cannot take a QP out of ERR, so a reset gives the EP a new QP (as librdmacm
+  // makes one per connection) instead of RESET -> INIT.
+  bool fresh_qp_on_reset = false;
   std::optional<Endpoint> ep;
   std::uint32_t handle = 0;
   // QP state changes: the thread taking events and the caller's disconnect/reset/accept.
@@ -157,6 +161,8 @@ struct UserEndpoint::Impl final : detail::UserQpHook {
     arg.cr = cr;
     arg.qp_state = qp_state;
     detail::ioctl_checked(state->file.get(), KDAT_IOC_UQP_ATTR, arg, "uqp_attr");
+    // Nothing to apply: on iWARP the CM moves the QP to RTS itself (it takes it by number).
+    if (arg.attr_mask == 0) return;
     ibv_qp_attr attr = to_ibv(arg);
     if (arg.attr_mask & IBV_QP_ACCESS_FLAGS) attr.qp_access_flags |= extra_access;
     const int rc = ibv_modify_qp(qp, &attr, static_cast<int>(arg.attr_mask));
@@ -165,6 +171,27 @@ struct UserEndpoint::Impl final : detail::UserQpHook {
                   "ibv_modify_qp to " + std::to_string(qp_state) + ": " + std::strerror(rc));
     }
     known = static_cast<ibv_qp_state>(qp_state);
+  }
+
+  // A new QP for the next connection, the same as the first; the kernel takes its number in
+  // ep_reset, then the old QP goes.  If the kernel refuses, the EP keeps its QP.
+  void reset_with_new_qp() {
+    std::lock_guard lock(qp_mutex);
+    ibv_qp_init_attr init = init_attr;
+    ibv_qp *fresh = ibv_create_qp(qp->pd, &init);
+    if (fresh == nullptr) throw_verbs(errno, "ibv_create_qp (ep_reset)");
+    kdat_ep_reset arg{};
+    arg.ep = handle;
+    arg.qp_num = fresh->qp_num;
+    try {
+      detail::ioctl_checked(state->file.get(), KDAT_IOC_EP_RESET, arg, "ep_reset");
+    } catch (...) {
+      ibv_destroy_qp(fresh);
+      throw;
+    }
+    ibv_destroy_qp(std::exchange(qp, fresh));
+    known = IBV_QPS_RESET;
+    apply(KDAT_QPS_INIT);
   }
 
   // RESET -> INIT: a fresh QP for a new connection.
@@ -249,6 +276,8 @@ UserEndpoint::UserEndpoint(const Ia &ia, const Verbs &verbs, const Evd &connect_
   }
   if (m.qp == nullptr) throw_verbs(errno, "ibv_create_qp");
   m.max_inline_data = init.cap.max_inline_data;  // ibv_create_qp wrote the granted caps
+  m.init_attr = init;
+  m.fresh_qp_on_reset = m.qp->context->device->transport_type == IBV_TRANSPORT_IWARP;
 
   kdat_uqp_create arg{};
   arg.ia = ia.handle();
@@ -328,6 +357,10 @@ void UserEndpoint::disconnect(CloseMode mode) {
 }
 
 void UserEndpoint::reset() {
+  if (impl_ && impl_->fresh_qp_on_reset) {
+    impl_->reset_with_new_qp();
+    return;
+  }
   endpoint().reset();
   impl_->reinit();
 }

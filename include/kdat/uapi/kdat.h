@@ -290,7 +290,12 @@ struct kdat_ep_reset {
 	__u32 size;
 	__u32 status;
 	__u32 ep;
-	__u32 reserved;
+	/*
+	 * in: a user-QP EP's QP from now on (as uqp_create's qp_num); 0 keeps
+	 * its QP.  iWARP needs it: siw cannot move a QP out of ERR, so a QP
+	 * that was connected serves no second connection.
+	 */
+	__u32 qp_num;
 };
 
 /* connect flags (DAT_CONNECT_FLAGS) */

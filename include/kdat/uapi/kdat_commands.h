@@ -56,8 +56,7 @@
 	CMD(EP_MODIFY, ep_modify, attr)						\
 	ZERO(ep_modify, attr.reserved)						\
 	HANDLE(ep_modify, ep, EP, REQUIRED, INVALID_HANDLE_EP)			\
-	CMD(EP_RESET, ep_reset, reserved)					\
-	ZERO(ep_reset, reserved)						\
+	CMD(EP_RESET, ep_reset, qp_num)						\
 	HANDLE(ep_reset, ep, EP, REQUIRED, INVALID_HANDLE_EP)			\
 	CMD(EP_CONNECT, ep_connect, private_data)				\
 	ZERO(ep_connect, reserved)						\

@@ -17,6 +17,9 @@
 //                  the application only ever sees CONNECTION_EVENT_ESTABLISHED.  So the active
 //                  side must keep waiting on (or dequeuing from) its connect EVD, through libkdat,
 //                  for the connection to complete; if nobody does, the connect times out.
+//                  iWARP (siw): the kernel hands out nothing for RTR and RTS; the iWARP CM takes
+//                  the QP by its number and moves it to RTS itself when the MPA exchange is done,
+//                  and the active side gets ESTABLISHED directly (no REP step).
 //   -> ERR         when the EP ends up DISCONNECTED: abrupt disconnect() does it before it
 //                  returns; any other end (the peer's disconnect, graceful disconnect completing,
 //                  BROKEN, a failed connect) when libkdat takes that connection event from the
@@ -148,7 +151,8 @@ class UserEndpoint {
   void accept(ConnectionRequest &cr, PrivateDataView private_data = {});
   // dat_ep_disconnect.  Abrupt: the QP is in ERR when this returns.
   void disconnect(CloseMode mode = CloseMode::abrupt);
-  // dat_ep_reset (a DISCONNECTED EP becomes UNCONNECTED) and the QP RESET -> INIT.
+  // dat_ep_reset (a DISCONNECTED EP becomes UNCONNECTED) and the QP RESET -> INIT.  On iWARP
+  // (siw cannot take a QP out of ERR) the EP gets a new QP instead: qp() and qp_num() change.
   void reset();
   // Applies ERR if the kernel's state is DISCONNECTED and the QP is not in ERR yet.  libkdat calls
   // it on every connection event it takes for this EP; call it yourself if you do not wait on the
