@@ -249,13 +249,35 @@ static void rdma_read_out_zero(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CO
  * one after the QP enters ERR, some only after the DISCONNECTED is taken from the kernel -- all of
  * them still come first on a shared EVD, in the order they were posted (seed 001). */
 #define FLUSH_MANY 48
+/* Connects c to the PSP on port, accepts with s: true if both EPs report ESTABLISHED (checked
+ * under the prefix `tag`). */
+static int connect_pair(const char *tag, DAT_EP_HANDLE c, DAT_EP_HANDLE s, DAT_IA_ADDRESS_PTR addr,
+                        DAT_CONN_QUAL port, DAT_EVD_HANDLE cr_evd, DAT_EVD_HANDLE c_conn,
+                        DAT_EVD_HANDLE s_conn) {
+  char what[64];
+  DAT_EVENT ev;
+  int established = 0;
+
+  snprintf(what, sizeof(what), "%s: ep_connect", tag);
+  expect(what,
+         dat_ep_connect(c, addr, port, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
+                        DAT_CONNECT_DEFAULT_FLAG),
+         DAT_SUCCESS);
+  if (next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT)
+    dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, s, 0, NULL);
+  established += next_event(c_conn, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED;
+  established += next_event(s_conn, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED;
+  snprintf(what, sizeof(what), "%s: both EPs ESTABLISHED", tag);
+  return truth(what, established == 2);
+}
+
 static void flush_many(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port,
                        DAT_PZ_HANDLE pz, DAT_EVD_HANDLE cr_evd, DAT_LMR_CONTEXT s_l, char *sbuf) {
   DAT_EVD_HANDLE c_conn = DAT_HANDLE_NULL, c_dto = DAT_HANDLE_NULL, shared = DAT_HANDLE_NULL;
   DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL;
   DAT_EP_ATTR attr;
   DAT_EVENT ev;
-  int established = 0, posted = 0, in_order = 0;
+  int posted = 0, in_order = 0;
 
   dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &c_conn);
   dat_evd_create(ia, 8, NULL, DAT_EVD_DTO_FLAG, &c_dto);
@@ -279,15 +301,7 @@ static void flush_many(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL 
     posted += dat_ep_post_recv(s, 1, &iov, ck, DAT_COMPLETION_DEFAULT_FLAG) == DAT_SUCCESS;
   }
   truth("fm: 48 receives posted before the connection", posted == FLUSH_MANY);
-  expect("fm: ep_connect",
-         dat_ep_connect(c, addr, port, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
-                        DAT_CONNECT_DEFAULT_FLAG),
-         DAT_SUCCESS);
-  if (next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT)
-    dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, s, 0, NULL);
-  established += next_event(c_conn, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED;
-  established += next_event(shared, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED;
-  if (truth("fm: both EPs ESTABLISHED", established == 2)) {
+  if (connect_pair("fm", c, s, addr, port, cr_evd, c_conn, shared)) {
     expect("fm: ep_disconnect abrupt (client)", dat_ep_disconnect(c, DAT_CLOSE_ABRUPT_FLAG),
            DAT_SUCCESS);
     for (int i = 0; i < FLUSH_MANY; ++i) {
@@ -328,7 +342,6 @@ static void peer_gone_while_waiting(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, D
   DAT_DTO_COOKIE ck;
   DAT_EVENT ev;
   DAT_COUNT nmore = 0;
-  int established = 0;
 
   dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &c_conn);
   dat_evd_create(ia, 8, NULL, DAT_EVD_DTO_FLAG, &c_dto);
@@ -340,15 +353,7 @@ static void peer_gone_while_waiting(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, D
   ck.as_64 = 0x5eed;
   expect("pg: post_recv before the connection",
          dat_ep_post_recv(s, 1, &iov, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
-  expect("pg: ep_connect",
-         dat_ep_connect(c, addr, port, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
-                        DAT_CONNECT_DEFAULT_FLAG),
-         DAT_SUCCESS);
-  if (next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT)
-    dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, s, 0, NULL);
-  established += next_event(c_conn, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED;
-  established += next_event(s_conn, &ev) == DAT_CONNECTION_EVENT_ESTABLISHED;
-  if (truth("pg: both EPs ESTABLISHED", established == 2)) {
+  if (connect_pair("pg", c, s, addr, port, cr_evd, c_conn, s_conn)) {
     const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
     DAT_RETURN r;
 
