@@ -381,9 +381,8 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
       // arm() may have found the completions that were missing
       if (available(evd) >= need) continue;
       pump_connects(*evd.ia, &evd, &fds);
+      // (the CQ is armed: the flushes of a QP this moves to ERR wake the sleep below)
       const bool watch_ends = flush_ended_eps(evd);
-      // the flushes of a QP just moved to ERR may be in already
-      if (available(evd) >= need) continue;
       ++evd.counters[DCNT_EVD_WAIT_BLOCKED];
       if (!keep) keep = share(handle);
       lock.unlock();
