@@ -11,7 +11,8 @@
  *               are ESTABLISHED (establish_ns)
  *   disconnect  the N clients disconnect; done when both sides of all N
  *               saw DISCONNECTED and every connection object is freed
- *               (teardown_ns)
+ *               (teardown_ns; teardown_free_ns of it the frees, after the
+ *               last DISCONNECTED)
  *   idle        N endpoints created, not connected (idle_ns)
  *   free        the idle endpoints freed (idle_free_ns)
  * At most `window` connects (or disconnects) are in flight at once.
@@ -45,6 +46,8 @@ MODULE_PARM_DESC(timeout_s, "a phase fails after this many seconds");
 static unsigned long establish_ns, teardown_ns, idle_ns, idle_free_ns;
 module_param(establish_ns, ulong, 0444);
 module_param(teardown_ns, ulong, 0444);
+static unsigned long teardown_free_ns;
+module_param(teardown_free_ns, ulong, 0444);
 module_param(idle_ns, ulong, 0444);
 module_param(idle_free_ns, ulong, 0444);
 static int connected, errors;

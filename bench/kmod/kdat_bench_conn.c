@@ -139,6 +139,7 @@ static int bench_disconnect(void)
 {
 	unsigned long deadline = jiffies + timeout_s * HZ;
 	int s_est = 0, s_disc = 0, c_est = 0, c_disc = 0, seen, issued = 0;
+	u64 t0;
 
 	while (s_disc < n_srv || c_disc < n_cli) {
 		while (issued < n_cli && issued - c_disc < window) {
@@ -151,8 +152,10 @@ static int bench_disconnect(void)
 		if (!bench_wait(seen, deadline))
 			return -ETIMEDOUT;
 	}
+	t0 = ktime_get_ns();
 	bench_free_eps(srv, &n_srv);
 	bench_free_eps(cli, &n_cli);
+	teardown_free_ns = ktime_get_ns() - t0;
 	connected = 0;
 	return 0;
 }

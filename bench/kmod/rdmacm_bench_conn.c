@@ -215,6 +215,7 @@ static int bench_disconnect(void)
 {
 	unsigned long deadline = jiffies + timeout_s * HZ;
 	int i, seen, issued = 0, nsrv = min(atomic_read(&n_srv), n);
+	u64 t0;
 
 	while (atomic_read(&s_disc) < nsrv || atomic_read(&c_disc) < n_cli) {
 		seen = atomic_read(&bench_seq);
@@ -225,10 +226,12 @@ static int bench_disconnect(void)
 		if (!bench_wait(seen, deadline))
 			return -ETIMEDOUT;
 	}
+	t0 = ktime_get_ns();
 	for (i = 0; i < nsrv; i++)
 		bench_conn_free(&srv[i]);
 	for (i = 0; i < n_cli; i++)
 		bench_conn_free(&cli[i]);
+	teardown_free_ns = ktime_get_ns() - t0;
 	n_cli = 0;
 	atomic_set(&n_srv, 0);
 	connected = 0;
