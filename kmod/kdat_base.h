@@ -57,7 +57,8 @@
  * Lifetime: every object has a kref.  The owner's handle table holds one
  * reference, each in-flight call holds one, an rdma_cm id holds one on its
  * context object.  The last put defers the teardown to kdat_wq, so a put is
- * legal anywhere, handlers included.
+ * legal anywhere, handlers included; kdat_obj_put_now() frees at once, for
+ * the sleeping, unlocked end of a consumer's free.
  */
 
 enum kdat_obj_type {
@@ -323,6 +324,7 @@ kdat_ret_t kdat_evd_create_in(struct kdat_ia *ia, u32 qlen, u32 flags, kdat_upca
 struct kdat_obj *kdat_obj_get(struct kdat_ctx *ctx, u32 handle,
 			      enum kdat_obj_type type);
 void kdat_obj_put(struct kdat_obj *obj);
+void kdat_obj_put_now(struct kdat_obj *obj);
 u32 kdat_obj_handle(void *obj);
 /* EVD waits that leave the event's object references to the caller. */
 kdat_ret_t kdat_evd_wait_ref(struct kdat_evd *evd, u32 timeout_us, u32 threshold,

@@ -686,7 +686,7 @@ void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id)
 		return;
 	kdat_ep_wait_unpinned(ep);	/* a CM call may be at work on it (kdat_ep_pin_id) */
 	ep->cm->destroy_id(id);
-	kdat_obj_put(&ep->obj);
+	kdat_obj_put_now(&ep->obj);
 }
 
 /*
@@ -748,7 +748,7 @@ void kdat_ep_finish(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 	ep->recv_evd = NULL;
 	mutex_unlock(&ctx->lock);
 	kdat_obj_put(&ep->ia->obj);
-	kdat_obj_put(&ep->obj);		/* the handle table's */
+	kdat_obj_put_now(&ep->obj);	/* the handle table's */
 }
 
 kdat_ret_t kdat_ep_free(struct kdat_ep *ep)
