@@ -32,26 +32,39 @@
  *                                       UQP_ESTABLISH take it with
  *                                       rdma_lock_handler())
  *   ctx->lock                  mutex    every object of one owner (an open      kdat_obj.c
- *                                       file or one kernel IA): states,
- *                                       lists, handles, the shared table's
- *                                       records (its single writer)
+ *                                       file or one kernel IA): its lists,
+ *                                       handles and table slots; the state
+ *                                       and records of every kind but EPs
+ *   ep->lock                   mutex    one EP: its state, its id, its         kdat_ep.c
+ *                                       sub-states and its table record.
+ *                                       Its handlers, timer, graceful work
+ *                                       and the consumer's calls on it alone
+ *                                       take just this one, so one EP's CM
+ *                                       work never waits for another's
  *   kdat_orphans_lock          mutex    the orphan list and its timer           kdat_orphan.c
  *   kdat_devices_lock          mutex    the device list and each device's IAs   kdat_devices.c
  *   evd->lock                  spinlock one EVD's queue, its counts, its ring   kdat_evd.c,
  *                              (irqsave)(the ring's only kernel writer)          kdat_ring.c
+ *   ep->post_lock              spinlock posts against the QP's ERR/RESET/free  kdat_dto.c
  *   ep->wr_lock                spinlock one EP's free request contexts           kdat_dto.c
  *                              (irqsave)(taken from completion context)
  *   ctx->objs' xa_lock         spinlock handle lookups (kdat_obj_get)             kdat_obj.c
+ *   table->hdr_lock            spinlock the shared table header's counts          kdat_table.c
  *   kdat_tables_lock           mutex    the list of shared tables; taken with  kdat_table.c
  *                                       none of the above held
  *
+ * Two EP locks are never held at once: what reads one EP for another
+ * (dup_connect) copies it under its lock first.  A handler's upcall into a
+ * kernel consumer runs under ep->lock (or ctx->lock), which is why upcalls
+ * may not call into kdat (include/kdat/kdat.h).
+ *
  * rdma_destroy_id() waits for running handlers, so it is never called with
- * ctx->lock held: ids are detached under the lock and destroyed after it.
- * The same wait lets a handler (or cr_accept/cr_reject, holding the handler
- * mutex) send its REQ/REP/RTU/REJ/DREP after dropping ctx->lock: the id
- * outlives it.  A consumer's DREQ goes after ctx->lock too, on an id pinned
- * under it (kdat_ep_pin_id: its destroyer waits for the pin).
- * QP state changes stay under ctx->lock: once an EP is killed,
+ * ctx->lock or ep->lock held: ids are detached under the lock and destroyed
+ * after it.  The same wait lets a handler (or cr_accept/cr_reject, holding
+ * the handler mutex) send its REQ/REP/RTU/REJ/DREP after dropping its lock:
+ * the id outlives it.  A consumer's DREQ goes after ep->lock too, on an id
+ * pinned under it (kdat_ep_pin_id: its destroyer waits for the pin).
+ * QP state changes stay under ep->lock: once an EP is killed,
  * kdat_ep_finish() may free its QP without waiting for any handler.
  *
  * Lifetime: every object has a kref.  The owner's handle table holds one
@@ -81,8 +94,10 @@ struct kdat_record;
  */
 struct kdat_obj_class {
 	u16 rec_type;				/* KDAT_REC_* */
-	/* the kind's fields of its shared-table record; ctx->lock held */
+	/* the kind's fields of its shared-table record; kdat_obj_rec_lock() held */
 	void (*rec_fill)(struct kdat_record *rec, struct kdat_obj *obj);
+	/* the lock the object's state and record change under; NULL: ctx->lock */
+	struct mutex *(*rec_lock)(struct kdat_obj *obj);
 	/* an rdma_cm event on an id whose context is the object (kdat_cm_upcall) */
 	int (*cm_event)(struct kdat_obj *obj, struct rdma_cm_id *id, struct rdma_cm_event *ev);
 	/* the last reference went, from kdat_wq: free what the kind owns besides the object */

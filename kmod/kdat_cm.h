@@ -73,9 +73,14 @@ extern const struct kdat_cm_ops kdat_cm_rdma;
 int kdat_test_ia_set_cm_ops(struct kdat_ia *ia, const struct kdat_cm_ops *ops);
 /* KUnit only: what kdat's ib_client does for this IA when its device goes. */
 void kdat_test_ia_device_removed(struct kdat_ia *ia);
+/* KUnit only: hold (or release) the IA owner's lock, or an EP's, as a long call would */
 void kdat_test_ia_hold_owner(struct kdat_ia *ia, bool hold);
-/* KUnit only (lockdep): does the calling task hold the lock of the IA's owner? */
-bool kdat_test_ia_owner_held(struct kdat_ia *ia);
+void kdat_test_ep_hold(struct kdat_ep *ep, bool hold);
+/*
+ * KUnit only (lockdep): does the calling task hold a lock that id's handlers
+ * take: the IA owner's, or the lock of the EP id belongs to?
+ */
+bool kdat_test_cm_call_locked(struct kdat_ia *ia, struct rdma_cm_id *id);
 /*
  * KUnit only: an EP for a user QP numbered qpn, as KDAT_IOC_UQP_CREATE makes
  * one for a process, and KDAT_IOC_UQP_ESTABLISH on it (kdat_uqp.c).

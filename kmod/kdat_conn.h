@@ -29,6 +29,15 @@ struct kdat_uqp {
 
 struct kdat_ep {
 	struct kdat_obj obj;
+	/*
+	 * The EP's own lock (kdat_base.h's lock order: inside ctx->lock and
+	 * inside its id's handler mutex): its state and every field below
+	 * that changes after creation, and its shared-table record.  The
+	 * EP's CM handlers, its timer and its consumer's calls on it alone
+	 * take only this; whatever also needs the owner's lists takes
+	 * ctx->lock first.
+	 */
+	struct mutex lock;
 	struct kdat_ia *ia;
 	/* ia->cm, for destroying an id after unlocking, when the IA may be gone */
 	const struct kdat_cm_ops *cm;
@@ -53,7 +62,7 @@ struct kdat_ep {
 	struct rdma_cm_id *cm_id;	/* the connection's id, or NULL */
 	/*
 	 * CM calls at work on the EP's id (cm_id, or one it gave up) outside
-	 * ctx->lock: whoever destroys that id waits for them (kdat_ep_pin_id).
+	 * ep->lock: whoever destroys that id waits for them (kdat_ep_pin_id).
 	 */
 	atomic_t id_pins;
 	bool active;			/* this EP connected actively */
@@ -77,7 +86,7 @@ struct kdat_ep {
 	bool dreq_pending;		/* our DREQ went out, its DISCONNECTED has not come */
 	/*
 	 * kdat moved the QP to ERR and not out of it since: another ERR would
-	 * only make the driver schedule its flush work again (ctx->lock).
+	 * only make the driver schedule its flush work again.
 	 */
 	bool qp_err;
 	struct work_struct graceful_work;
@@ -125,7 +134,7 @@ struct kdat_rmr {
 /*
  * The connect timeout: an hrtimer, because the timer wheel rounds a jiffies
  * timer up by as much as an eighth of its length (a 3 s timeout fired 0.22 s
- * late); its expiry queues the work that takes ctx->lock.
+ * late); its expiry queues the work that takes ep->lock.
  */
 struct kdat_ep_timer {
 	struct hrtimer timer;
@@ -164,7 +173,7 @@ struct kdat_cr {
 };
 
 /*
- * The CM work a section under ctx->lock leaves for after it: no CM call is
+ * The CM work a section under ep->lock leaves for after it: no CM call is
  * made under a lock that a CM handler takes.  dreq: a pinned id to send our
  * DREQ on; gone: a detached id to destroy.  kdat_ep_wire_run() does both.
  */
@@ -203,6 +212,7 @@ void kdat_cr_post(struct kdat_cr *cr);
 /* kdat_orphan.c */
 struct rdma_cm_id *kdat_orphan_adopt(struct kdat_ep *ep, struct rdma_cm_id *id);
 void kdat_orphan_retire(struct rdma_cm_id *id);
+struct kdat_ep *kdat_orphan_ep(struct kdat_obj *obj);
 
 /* kdat_ia.c */
 int kdat_ib_client_register(void);
@@ -227,11 +237,12 @@ kdat_ret_t kdat_ep_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
 struct rdma_cm_id *kdat_ep_detach_id(struct kdat_ep *ep);
 /*
  * The active connect that took id is still the EP's and pending: nothing
- * (timeout, disconnect, free) ended it while ctx->lock was dropped for a
- * send.  Caller holds ctx->lock.
+ * (timeout, disconnect, free) ended it while ep->lock was dropped for a
+ * send.  Caller holds ep->lock.
  */
-static inline bool kdat_ep_attempt_on(const struct kdat_ep *ep, const struct rdma_cm_id *id)
+static inline bool kdat_ep_attempt_on(struct kdat_ep *ep, const struct rdma_cm_id *id)
 {
+	lockdep_assert_held(&ep->lock);
 	return !ep->obj.dead && ep->cm_id == id && kdat_ep_state_connecting(ep->state);
 }
 void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id);

@@ -106,7 +106,8 @@ void kdat_ep_accept_depths(struct kdat_ep *ep, struct kdat_cr *cr, u32 *ird, u32
 
 /*
  * rdma_accept() must run under the id's handler mutex, which ranks above
- * ctx->lock: take it first, then revalidate everything under ctx->lock.
+ * ctx->lock and ep->lock: take it first, then revalidate everything under
+ * those.
  */
 static struct rdma_cm_id *kdat_cr_lock_id(struct kdat_cr *cr)
 {
@@ -156,6 +157,8 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 	struct kdat_ctx *ctx = cr->obj.ctx;
 	struct rdma_conn_param param = {};
 	struct rdma_cm_id *id, *dead_id = NULL;
+	struct kdat_ep *locked = NULL;
+	bool ctx_locked = true;
 	u8 wire[KDAT_PDATA_WIRE_MAX];
 	kdat_ret_t ret;
 	int err;
@@ -179,6 +182,8 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
 		goto out;
 	}
+	mutex_lock(&ep->lock);
+	locked = ep;
 	if (ep->obj.dead) {
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
 		goto out;
@@ -224,13 +229,16 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 		param.rnr_retry_count = ep->attr.rnr_retry_count;
 		param.qp_num = kdat_ep_qpn(ep);
 		/*
-		 * The REP goes out without ctx->lock (the owner's handlers wait
-		 * for it); our handler mutex keeps the id, and whatever moves the
+		 * The REP goes out without our locks (no CM call is made under
+		 * them); our handler mutex keeps the id, and whatever moves the
 		 * EP on meanwhile (free, disconnect) hands the id to an orphan.
+		 * The CR is consumed: from here only the EP's lock is needed.
 		 */
+		mutex_unlock(&ep->lock);
 		mutex_unlock(&ctx->lock);
+		ctx_locked = false;
 		err = ep->cm->accept(id, &param);
-		mutex_lock(&ctx->lock);
+		mutex_lock(&ep->lock);
 		if (ep->obj.dead || ep->cm_id != id || !kdat_ep_state_accepting(ep->state)) {
 			if (err)
 				kdat_orphan_retire(id);
@@ -243,7 +251,10 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 		kdat_ep_step(ep, KDAT_EP_STIM_ACCEPT_FAILED, NULL, 0);
 	}
 out:
-	mutex_unlock(&ctx->lock);
+	if (locked)
+		mutex_unlock(&locked->lock);
+	if (ctx_locked)
+		mutex_unlock(&ctx->lock);
 	kdat_cr_unlock_id(cr, id);
 	if (!ret) {
 		/* the consumed CR: its id reference moved to the EP above */
@@ -286,7 +297,9 @@ kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *pdata, s32 pdata_size)
 	/* the CR's handler, which sets remote_gone, waits for our handler mutex */
 	send_rej = id && !cr->remote_gone;
 	if (cr->ep && !cr->ep->obj.dead) {
+		mutex_lock(&cr->ep->lock);
 		kdat_ep_step(cr->ep, KDAT_EP_STIM_REJECT, NULL, 0);
+		mutex_unlock(&cr->ep->lock);
 		/* An EP the provider made for this request goes with it (as in DAPL). */
 		if (cr->ep->provider_created) {
 			provider_ep = cr->ep;

@@ -6,7 +6,7 @@
  *
  * The completion path runs on the CQ's workqueue and takes no kdat lock but
  * the EP's wr_lock and the EVD's lock, so the connection code may drain the
- * QP (ib_drain_qp) while holding ctx->lock: that is how every completion is
+ * QP (ib_drain_qp) while holding ep->lock: that is how every completion is
  * queued before the DISCONNECTED event.
  */
 #include <linux/dma-mapping.h>
@@ -349,13 +349,13 @@ EXPORT_SYMBOL_GPL(kdat_ep_post_rdma_read);
 /*
  * Moves the QP to ERR and waits until every posted request has completed
  * (flushed if it had not run): their events are queued after this returns,
- * before the caller posts DISCONNECTED.  Caller holds ctx->lock.
+ * before the caller posts DISCONNECTED.  Caller holds ep->lock.
  */
 void kdat_ep_flush(struct kdat_ep *ep)
 {
 	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
 
-	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ep->lock);
 	if (!ep->qp)
 		return;
 	kdat_ep_close_posts(ep);
@@ -363,7 +363,7 @@ void kdat_ep_flush(struct kdat_ep *ep)
 	 * Nothing was ever posted (every /dev/kdat EP, and kernel EPs used only
 	 * for connection management): ERR is enough, there is nothing to wait
 	 * for.  Draining costs two marker requests and a CQ round trip per EP,
-	 * under ctx->lock, which is what made teardown slow (bench/).
+	 * under the EP's lock, which is what made teardown slow (bench/).
 	 */
 	if (!ep->qp_err)
 		ib_modify_qp(ep->qp, &attr, IB_QP_STATE);
@@ -498,7 +498,9 @@ kdat_ret_t kdat_rmr_bind(struct kdat_rmr *rmr, struct kdat_ep *ep, const struct 
 	    iov->lmr->ia != ep->ia || rmr->ia != ep->ia || !iov->length ||
 	    iov->offset > iov->lmr->length || iov->length > iov->lmr->length - iov->offset)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
+	/* ctx->lock: the RMR (the IA's lists); ep->lock: the EP's state and QP */
 	mutex_lock(&ctx->lock);
+	mutex_lock(&ep->lock);
 	/* a bind is a send-queue request: where the table takes sends */
 	if (ep->obj.dead || !kdat_ep_state_allows(ep->state, KDAT_EP_STIM_POST_SEND) || !ep->qp) {
 		ret = kdat_err(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(ep->state));
@@ -554,6 +556,7 @@ kdat_ret_t kdat_rmr_bind(struct kdat_rmr *rmr, struct kdat_ep *ep, const struct 
 		*target = rmr->mr->iova;
 	}
 out:
+	mutex_unlock(&ep->lock);
 	mutex_unlock(&ctx->lock);
 	return ret;
 }

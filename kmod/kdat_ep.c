@@ -51,12 +51,17 @@ static void kdat_ep_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 			    struct rdma_cm_event *ev);
 
+static struct mutex *kdat_ep_rec_lock(struct kdat_obj *obj)
+{
+	return &container_of(obj, struct kdat_ep, obj)->lock;
+}
+
 static void kdat_ep_release(struct kdat_obj *obj)
 {
 	kfree(container_of(obj, struct kdat_ep, obj)->uqp);
 }
 
-/* a CM call may be at work on the id outside ctx->lock (kdat_ep_pin_id) */
+/* a CM call may be at work on the id outside ep->lock (kdat_ep_pin_id) */
 static void kdat_ep_id_quiesce(struct kdat_obj *obj)
 {
 	kdat_ep_wait_unpinned(container_of(obj, struct kdat_ep, obj));
@@ -65,6 +70,7 @@ static void kdat_ep_id_quiesce(struct kdat_obj *obj)
 static const struct kdat_obj_class kdat_ep_class = {
 	.rec_type = KDAT_REC_EP,
 	.rec_fill = kdat_ep_rec_fill,
+	.rec_lock = kdat_ep_rec_lock,
 	.cm_event = kdat_ep_cm_event,
 	.release = kdat_ep_release,
 	.id_quiesce = kdat_ep_id_quiesce,
@@ -92,13 +98,13 @@ kdat_ret_t kdat_invalid_state(struct kdat_ep *ep)
 
 /*
  * Stops the connect timeout.  A timer already running finds ep->timer changed
- * and does nothing.  Caller holds ctx->lock.
+ * and does nothing.  Caller holds ep->lock.
  */
 static void kdat_ep_stop_timer(struct kdat_ep *ep)
 {
 	struct kdat_ep_timer *t = ep->timer;
 
-	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ep->lock);
 	ep->timer = NULL;
 	/* 0 or -1: it fired, and the work it queued finds ep->timer changed */
 	if (t && hrtimer_try_to_cancel(&t->timer) == 1) {
@@ -167,16 +173,16 @@ static void kdat_ep_count(struct kdat_ia *ia, unsigned int stimulus, bool moved,
 }
 
 /*
- * Pins the EP's id for a CM call made after ctx->lock (our DREQ, a
+ * Pins the EP's id for a CM call made after ep->lock (our DREQ, a
  * UQP_ESTABLISH's RTU): until kdat_ep_unpin_id(), whoever destroys that id
  * waits (kdat_ep_wait_unpinned) and a handler that ends it defers its
  * destruction to kdat_wq.  Pins are per EP, not per id: a pin on an id the EP
  * has given up (to an orphan, after a reset) still holds it.  Caller holds
- * ctx->lock, so a handler that finds no pin under it cannot race a new one.
+ * ep->lock, so a handler that finds no pin under it cannot race a new one.
  */
 struct rdma_cm_id *kdat_ep_pin_id(struct kdat_ep *ep)
 {
-	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ep->lock);
 	atomic_inc(&ep->id_pins);
 	return ep->cm_id;
 }
@@ -199,16 +205,16 @@ void kdat_ep_wait_unpinned(struct kdat_ep *ep)
 }
 
 /*
- * Our own DREQ, sent by kdat_ep_wire_run() once ctx->lock is dropped: no CM
+ * Our own DREQ, sent by kdat_ep_wire_run() once ep->lock is dropped: no CM
  * call under a lock a handler takes.  Until the CM reports DISCONNECTED
  * (the DREP, or the DREQ timed out) the id must live: destroying it cancels
  * a DREQ the MAD layer has not sent yet, and the peer would never hear of
  * the disconnect.  So a freed or reset EP leaves such an id to an orphan.
- * Caller holds ctx->lock.
+ * Caller holds ep->lock.
  */
 static void kdat_ep_send_dreq(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 {
-	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ep->lock);
 
 	if (!ep->cm_id || ep->dreq_pending)
 		return;
@@ -221,7 +227,7 @@ static void kdat_ep_send_dreq(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 	wire->dreq = kdat_ep_pin_id(ep);
 }
 
-/* After ctx->lock: the DREQ a locked section decided on, then the id it gave up. */
+/* After ep->lock: the DREQ a locked section decided on, then the id it gave up. */
 static void kdat_ep_wire_run(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 {
 	if (wire->dreq) {
@@ -238,7 +244,7 @@ static void kdat_ep_wire_run(struct kdat_ep *ep, struct kdat_ep_wire *wire)
  * once the requests in flight are done (the last completion sends it, and the
  * peer's DREP or the CM's DREQ timeout ends it with DISCONNECTED); an
  * attempt's id given up.  Both go to wire, for the caller to do after
- * ctx->lock.
+ * ep->lock.
  */
 static void kdat_ep_apply_wire(struct kdat_ep *ep, unsigned int effects,
 			       struct kdat_ep_wire *wire)
@@ -276,8 +282,8 @@ static void kdat_ep_apply_wire(struct kdat_ep *ep, unsigned int effects,
  * The only place an EP's state changes: apply the table's answer for
  * (state, stimulus) with its effects, post the event it names (with the
  * private data the stimulus brought), and return the action.  wire: where
- * the CM work the effects name goes, for after ctx->lock (kdat_ep_disconnect).
- * Caller holds ctx->lock.
+ * the CM work the effects name goes, for after ep->lock (kdat_ep_disconnect).
+ * Caller holds ep->lock.
  */
 static unsigned int kdat_ep_apply(struct kdat_ep *ep, unsigned int stimulus,
 				  const void *pdata, u32 pdata_len, enum kdat_ia_counter why,
@@ -286,14 +292,14 @@ static unsigned int kdat_ep_apply(struct kdat_ep *ep, unsigned int stimulus,
 	struct kdat_ep_step step = kdat_ep_lookup(ep->state, stimulus);
 	bool go = step.action == KDAT_EP_GO;
 
-	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ep->lock);
 	kdat_ep_trace(ep, stimulus, step);
 	if (!go)
 		return step.action;
 	/* the timeout need not pin the EP once the attempt is over either way */
 	if (step.effects & KDAT_EP_FX_STOP_TIMER)
 		kdat_ep_stop_timer(ep);
-	/* the DREQ and the id given up: to wire, for after ctx->lock */
+	/* the DREQ and the id given up: to wire, for after ep->lock */
 	kdat_ep_apply_wire(ep, step.effects, wire);
 	/* flushed completions reach their EVDs before the event below */
 	if (step.effects & KDAT_EP_FX_FLUSH)
@@ -302,7 +308,7 @@ static unsigned int kdat_ep_apply(struct kdat_ep *ep, unsigned int stimulus,
 		kdat_qp_set(ep, IB_QPS_ERR);
 	kdat_ep_count(ep->ia, stimulus, step.next != ep->state, step.event, why);
 	if (step.next != ep->state) {
-		ep->state = step.next;
+		WRITE_ONCE(ep->state, step.next);	/* posts read it unlocked */
 		ep->transitions++;
 		ep->obj.changed_ns = ktime_get_boottime_ns();
 	}
@@ -332,8 +338,10 @@ unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
 /* May this stimulus be applied now?  DAT_SUCCESS or the error to return. */
 kdat_ret_t kdat_ep_check(struct kdat_ep *ep, unsigned int stimulus)
 {
-	struct kdat_ep_step step = kdat_ep_lookup(ep->state, stimulus);
+	struct kdat_ep_step step;
 
+	lockdep_assert_held(&ep->lock);
+	step = kdat_ep_lookup(ep->state, stimulus);
 	if (step.action != KDAT_EP_INVALID)
 		return KDAT_DAT_SUCCESS;
 	kdat_ep_trace(ep, stimulus, step);	/* a refusal never reaches kdat_ep_step */
@@ -489,16 +497,15 @@ static int kdat_ep_alloc_qp(struct kdat_ep *ep)
 static void kdat_ep_graceful_work(struct work_struct *work)
 {
 	struct kdat_ep *ep = container_of(work, struct kdat_ep, graceful_work);
-	struct kdat_ctx *ctx = ep->obj.ctx;
 	struct kdat_ep_wire wire = {};
 
-	mutex_lock(&ctx->lock);
+	mutex_lock(&ep->lock);
 	if (!ep->obj.dead && ep->graceful_pending && kdat_ep_state_draining(ep->state) &&
 	    kdat_ep_graceful_ready(ep)) {
 		ep->graceful_pending = false;
 		kdat_ep_send_dreq(ep, &wire);	/* DISCONNECTED follows */
 	}
-	mutex_unlock(&ctx->lock);
+	mutex_unlock(&ep->lock);
 	kdat_ep_wire_run(ep, &wire);
 	kdat_obj_put(&ep->obj);
 }
@@ -521,6 +528,7 @@ struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr *attr,
 		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 		return NULL;
 	}
+	mutex_init(&ep->lock);
 	ep->ia = ia;
 	ep->cm = ia->cm;
 	ep->attr = *attr;
@@ -550,7 +558,7 @@ struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr *attr,
 
 /*
  * Frees the EP's QP and CQ once.  The consumer's kdat_ep_free() (no lock held)
- * and a device removal (ctx->lock held) may both get here: the second waits
+ * and a device removal (ep->lock held) may both get here: the second waits
  * until the first has destroyed them, so that on return from either no
  * completion can run.
  */
@@ -585,15 +593,21 @@ void kdat_ep_discard(struct kdat_ep *ep)
 	kfree(ep);
 }
 
-/* Links a new EP into ctx and its IA; caller holds ctx->lock. */
+/*
+ * Links a new EP into ctx and its IA; caller holds ctx->lock.  The EP's lock
+ * covers its record from the first write: its handle is public from there.
+ */
 kdat_ret_t kdat_ep_link(struct kdat_ep *ep, struct kdat_evd *conn,
 			       struct kdat_evd *req, struct kdat_evd *recv)
 {
 	struct kdat_ia *ia = ep->ia;
 
 	lockdep_assert_held(&ia->obj.ctx->lock);
-	if (kdat_obj_add(ia->obj.ctx, &ep->obj, KDAT_OBJ_EP, &kdat_ep_class))
+	mutex_lock(&ep->lock);
+	if (kdat_obj_add(ia->obj.ctx, &ep->obj, KDAT_OBJ_EP, &kdat_ep_class)) {
+		mutex_unlock(&ep->lock);
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	}
 	ep->connect_evd = conn;
 	ep->request_evd = req;
 	ep->recv_evd = recv;
@@ -603,6 +617,7 @@ kdat_ret_t kdat_ep_link(struct kdat_ep *ep, struct kdat_evd *conn,
 	kdat_obj_get_ref(&ia->obj);
 	list_add_tail(&ep->ia_node, &ia->eps);
 	kdat_rec_sync(&ep->obj);
+	mutex_unlock(&ep->lock);
 	return KDAT_DAT_SUCCESS;
 }
 
@@ -667,13 +682,13 @@ EXPORT_SYMBOL_GPL(kdat_ep_create);
 
 /*
  * Detaches the EP's connection id (and stops its timer); the caller destroys
- * the id once ctx->lock is dropped.  Caller holds ctx->lock.
+ * the id once ep->lock is dropped.  Caller holds ep->lock.
  */
 struct rdma_cm_id *kdat_ep_detach_id(struct kdat_ep *ep)
 {
 	struct rdma_cm_id *id = ep->cm_id;
 
-	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ep->lock);
 	ep->cm_id = NULL;
 	kdat_ep_stop_timer(ep);
 	return id;
@@ -691,11 +706,11 @@ void kdat_ep_destroy_id(struct kdat_ep *ep, struct rdma_cm_id *id)
 
 /*
  * Takes the EP off the wire at once (abrupt): DREQ if connected (sent after
- * ctx->lock), QP to ERR so posted work is flushed.  Caller holds ctx->lock.
+ * ep->lock), QP to ERR so posted work is flushed.  Caller holds ep->lock.
  */
 static void kdat_ep_abort_wire(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 {
-	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ep->lock);
 
 	if (ep->cm_id && kdat_ep_state_connected(ep->state))
 		kdat_ep_send_dreq(ep, wire);
@@ -703,7 +718,8 @@ static void kdat_ep_abort_wire(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 }
 
 /*
- * Caller holds ctx->lock; wire gets the DREQ to send and the id to destroy
+ * Caller holds ctx->lock (the EP leaves the owner's handles and lists); the
+ * EP's lock is taken here.  wire gets the DREQ to send and the id to destroy
  * after unlocking (kdat_ep_finish).
  */
 void kdat_ep_kill(struct kdat_ep *ep, struct kdat_ep_wire *wire)
@@ -711,6 +727,7 @@ void kdat_ep_kill(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 	struct rdma_cm_id *id;
 
 	lockdep_assert_held(&ep->obj.ctx->lock);
+	mutex_lock(&ep->lock);
 	kdat_ep_abort_wire(ep, wire);
 	kdat_obj_unlink(&ep->obj);
 	list_del_init(&ep->ia_node);
@@ -724,10 +741,11 @@ void kdat_ep_kill(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 	/* accepted but not established, or our DREQ unanswered: finish it later */
 	if (id && (kdat_ep_state_accepting(ep->state) || ep->dreq_pending))
 		id = kdat_orphan_adopt(ep, id);
+	mutex_unlock(&ep->lock);
 	wire->gone = id;
 }
 
-/* After kdat_ep_kill() and dropping ctx->lock: release IB resources and references. */
+/* After kdat_ep_kill() and dropping the locks: release IB resources and references. */
 void kdat_ep_finish(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 {
 	struct kdat_ctx *ctx = ep->obj.ctx;
@@ -770,12 +788,10 @@ EXPORT_SYMBOL_GPL(kdat_ep_free);
 
 kdat_ret_t kdat_ep_query(struct kdat_ep *ep, struct kdat_ep_info *info)
 {
-	struct kdat_ctx *ctx = ep->obj.ctx;
-
 	memset(info, 0, sizeof(*info));
-	mutex_lock(&ctx->lock);
+	mutex_lock(&ep->lock);
 	if (ep->obj.dead) {
-		mutex_unlock(&ctx->lock);
+		mutex_unlock(&ep->lock);
 		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
 	}
 	info->state = ep->state;
@@ -791,20 +807,19 @@ kdat_ret_t kdat_ep_query(struct kdat_ep *ep, struct kdat_ep_info *info)
 	memcpy(&info->local_addr, &ep->local_addr, sizeof(ep->local_addr));
 	memcpy(&info->remote_addr, &ep->remote_addr, sizeof(ep->remote_addr));
 	info->transitions = ep->transitions;
-	mutex_unlock(&ctx->lock);
+	mutex_unlock(&ep->lock);
 	return KDAT_DAT_SUCCESS;
 }
 EXPORT_SYMBOL_GPL(kdat_ep_query);
 
 kdat_ret_t kdat_ep_modify(struct kdat_ep *ep, u32 mask, const struct kdat_ep_attr *a)
 {
-	struct kdat_ctx *ctx = ep->obj.ctx;
 	struct kdat_ep_attr next;
 	kdat_ret_t ret;
 
 	if (!mask || (mask & ~KDAT_EP_ATTR_ALL))
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
-	mutex_lock(&ctx->lock);
+	mutex_lock(&ep->lock);
 	if (ep->obj.dead) {
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
 		goto out;
@@ -829,7 +844,7 @@ kdat_ret_t kdat_ep_modify(struct kdat_ep *ep, u32 mask, const struct kdat_ep_att
 		kdat_ep_step(ep, KDAT_EP_STIM_MODIFY, NULL, 0);
 	}
 out:
-	mutex_unlock(&ctx->lock);
+	mutex_unlock(&ep->lock);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(kdat_ep_modify);
@@ -841,7 +856,9 @@ kdat_ret_t kdat_ep_reset_to(struct kdat_ep *ep, u32 uqpn)
 	struct rdma_cm_id *id = NULL;
 	kdat_ret_t ret;
 
+	/* ctx->lock: a new user QP number is checked against the owner's other EPs */
 	mutex_lock(&ctx->lock);
+	mutex_lock(&ep->lock);
 	if (ep->obj.dead) {
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
 	} else if (ep->ia->removed) {
@@ -870,6 +887,7 @@ kdat_ret_t kdat_ep_reset_to(struct kdat_ep *ep, u32 uqpn)
 			kdat_ep_step(ep, KDAT_EP_STIM_RESET, NULL, 0);
 		}
 	}
+	mutex_unlock(&ep->lock);
 	mutex_unlock(&ctx->lock);
 	kdat_ep_destroy_id(ep, id);
 	return ret;
@@ -903,10 +921,9 @@ static void kdat_ep_timeout_work(struct work_struct *work)
 {
 	struct kdat_ep_timer *t = container_of(work, struct kdat_ep_timer, work);
 	struct kdat_ep *ep = t->ep;
-	struct kdat_ctx *ctx = ep->obj.ctx;
 	struct rdma_cm_id *id = NULL;
 
-	mutex_lock(&ctx->lock);
+	mutex_lock(&ep->lock);
 	if (ep->timer == t) {
 		ep->timer = NULL;
 		if (!ep->obj.dead && kdat_ep_state_connecting(ep->state)) {
@@ -916,7 +933,7 @@ static void kdat_ep_timeout_work(struct work_struct *work)
 			kdat_ep_step(ep, KDAT_EP_STIM_TIMEOUT, NULL, 0);
 		}
 	}
-	mutex_unlock(&ctx->lock);
+	mutex_unlock(&ep->lock);
 	kdat_ep_destroy_id(ep, id);
 	kfree(t);
 	kdat_obj_put(&ep->obj);
@@ -932,7 +949,7 @@ static enum hrtimer_restart kdat_ep_timer_fired(struct hrtimer *timer)
 
 /*
  * Starts an active connection: a new cm id resolves the address, then the
- * route, then connects (kdat_ep_cm_event).  Caller holds ctx->lock and has
+ * route, then connects (kdat_ep_cm_event).  Caller holds ep->lock and has
  * checked the state; on success the EP is ACTIVE_CONNECTION_PENDING.
  */
 static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
@@ -946,7 +963,7 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 	struct rdma_cm_id *id;
 	int err;
 
-	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ep->lock);
 	if (timeout_us != KDAT_TIMEOUT_INFINITE) {
 		timer = kzalloc(sizeof(*timer), GFP_KERNEL);
 		if (!timer)
@@ -962,7 +979,7 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 				       &ep->remote_addr.sa,
 				       KDAT_RESOLVE_TIMEOUT_MS);
 	if (err) {
-		/* rdma_destroy_id() takes the handler mutex: never under ctx->lock */
+		/* rdma_destroy_id() takes the handler mutex: never under ep->lock */
 		kdat_destroy_id_later(ep->ia->cm, id, &ep->obj);
 		kfree(timer);
 		switch (err) {
@@ -1016,7 +1033,6 @@ kdat_ret_t kdat_ep_connect(struct kdat_ep *ep, const struct sockaddr *remote,
 			   u64 conn_qual, u32 timeout_us, const void *pdata,
 			   s32 pdata_size, u32 qos, u32 flags)
 {
-	struct kdat_ctx *ctx = ep->obj.ctx;
 	kdat_ret_t ret;
 
 	if (!remote || (remote->sa_family != AF_INET && remote->sa_family != AF_INET6))
@@ -1031,7 +1047,7 @@ kdat_ret_t kdat_ep_connect(struct kdat_ep *ep, const struct sockaddr *remote,
 	if (flags & KDAT_DAT_CONNECT_MULTIPATH_REQUIRED_FLAG)	/* one path only */
 		return kdat_err(KDAT_DAT_MODEL_NOT_SUPPORTED, KDAT_DAT_NO_SUBTYPE);
 
-	mutex_lock(&ctx->lock);
+	mutex_lock(&ep->lock);
 	if (ep->obj.dead) {
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
 		goto out;
@@ -1057,7 +1073,7 @@ kdat_ret_t kdat_ep_connect(struct kdat_ep *ep, const struct sockaddr *remote,
 		kdat_ep_step(ep, KDAT_EP_STIM_CONNECT, NULL, 0);
 	}
 out:
-	mutex_unlock(&ctx->lock);
+	mutex_unlock(&ep->lock);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(kdat_ep_connect);
@@ -1066,6 +1082,9 @@ kdat_ret_t kdat_ep_dup_connect(struct kdat_ep *ep, struct kdat_ep *dup, u32 time
 			       const void *pdata, s32 pdata_size, u32 qos)
 {
 	struct kdat_ctx *ctx = ep->obj.ctx;
+	union kdat_sockaddr remote;
+	u32 connect_flags;
+	u64 conn_qual;
 	kdat_ret_t ret;
 
 	if (!dup || dup->obj.ctx != ctx)
@@ -1073,21 +1092,30 @@ kdat_ret_t kdat_ep_dup_connect(struct kdat_ep *ep, struct kdat_ep *dup, u32 time
 	ret = kdat_connect_args(ep, timeout_us, pdata, pdata_size, qos);
 	if (ret)
 		return ret;
-	mutex_lock(&ctx->lock);
+	/* the EP's own handle first, as DAT orders the checks; again under its lock below */
+	if (READ_ONCE(ep->obj.dead))
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+	if (dup == ep)
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE2);
+	/* What the new connection copies, read under dup's lock: two EP locks never nest. */
+	mutex_lock(&dup->lock);
+	if (dup->obj.dead)
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE2);
+	else
+		ret = kdat_ep_check(dup, KDAT_EP_STIM_DUP_SOURCE);
+	/* The remote end of a passively accepted connection is not a service. */
+	if (!ret && !dup->active)
+		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	remote = dup->remote_addr;
+	conn_qual = dup->conn_qual;
+	connect_flags = dup->connect_flags;
+	mutex_unlock(&dup->lock);
+	if (ret)
+		return ret;
+
+	mutex_lock(&ep->lock);
 	if (ep->obj.dead) {
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
-		goto out;
-	}
-	if (dup->obj.dead || dup == ep) {
-		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE2);
-		goto out;
-	}
-	ret = kdat_ep_check(dup, KDAT_EP_STIM_DUP_SOURCE);
-	if (ret)
-		goto out;
-	/* The remote end of a passively accepted connection is not a service. */
-	if (!dup->active) {
-		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
 		goto out;
 	}
 	ret = kdat_ep_check(ep, KDAT_EP_STIM_DUP_CONNECT);
@@ -1098,10 +1126,10 @@ kdat_ret_t kdat_ep_dup_connect(struct kdat_ep *ep, struct kdat_ep *dup, u32 time
 		goto out;
 	}
 	/* Same remote IA address, connection qualifier and connect flags. */
-	ep->remote_addr = dup->remote_addr;
-	kdat_sockaddr_set_port(&ep->remote_addr, dup->conn_qual);
-	ep->conn_qual = dup->conn_qual;
-	ep->connect_flags = dup->connect_flags;
+	ep->remote_addr = remote;
+	kdat_sockaddr_set_port(&ep->remote_addr, conn_qual);
+	ep->conn_qual = conn_qual;
+	ep->connect_flags = connect_flags;
 	kdat_ep_save_pdata(ep, pdata, pdata_size);
 	ret = kdat_ep_start_connect(ep, timeout_us);
 	if (ret == KDAT_UNREACHABLE_NOW) {
@@ -1112,14 +1140,13 @@ kdat_ret_t kdat_ep_dup_connect(struct kdat_ep *ep, struct kdat_ep *dup, u32 time
 		kdat_ep_step(ep, KDAT_EP_STIM_DUP_CONNECT, NULL, 0);
 	}
 out:
-	mutex_unlock(&ctx->lock);
+	mutex_unlock(&ep->lock);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(kdat_ep_dup_connect);
 
 kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 {
-	struct kdat_ctx *ctx = ep->obj.ctx;
 	struct kdat_ep_wire wire = {};
 	unsigned int stim;
 	kdat_ret_t ret;
@@ -1128,7 +1155,7 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
 	stim = flags == KDAT_CLOSE_GRACEFUL ? KDAT_EP_STIM_DISCONNECT_GRACEFUL :
 	       KDAT_EP_STIM_DISCONNECT_ABRUPT;
-	mutex_lock(&ctx->lock);
+	mutex_lock(&ep->lock);
 	if (ep->obj.dead) {
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
 		goto out;
@@ -1137,18 +1164,18 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 	if (!ret)	/* the rule's effects say what goes on the wire, and which id goes */
 		kdat_ep_apply(ep, stim, NULL, 0, KDAT_IA_COUNTER_REJECTED_OTHER, &wire);
 out:
-	mutex_unlock(&ctx->lock);
+	mutex_unlock(&ep->lock);
 	kdat_ep_wire_run(ep, &wire);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(kdat_ep_disconnect);
 
 /*
- * What an EP's handler sends (or asks of the CM) after dropping ctx->lock:
+ * What an EP's handler sends (or asks of the CM) after dropping ep->lock:
  * the MAD sends and the route resolution are the slow part of a handler, and
- * every other handler and call of the same owner waits for ctx->lock.  The
- * handler mutex keeps the id alive meanwhile (destroy_id waits for it), and
- * the id's reference keeps the EP.
+ * the consumer's calls on the EP wait for ep->lock.  The handler mutex keeps
+ * the id alive meanwhile (destroy_id waits for it), and the id's reference
+ * keeps the EP.
  */
 enum kdat_cm_send_what { KDAT_SEND_NONE, KDAT_SEND_ROUTE, KDAT_SEND_REQ, KDAT_SEND_RTU,
 			 KDAT_SEND_DREP, KDAT_SEND_COUNT };
@@ -1254,13 +1281,13 @@ static void kdat_cm_active_route(struct kdat_ep *ep, struct rdma_cm_id *id,
 /*
  * How an active attempt's failure reaches the EP.  Once the connect timeout's
  * deadline has passed, the attempt timed out, even if the CM's own failure
- * (an address lookup that gave up, a REJ of the CM's) gets ctx->lock before
+ * (an address lookup that gave up, a REJ of the CM's) gets ep->lock before
  * the timer's work does: on a loaded machine that work can wait on a CPU or
- * on the lock for longer than the CM needs.  Caller holds ctx->lock.
+ * on the lock for longer than the CM needs.  Caller holds ep->lock.
  */
 static unsigned int kdat_ep_failure(struct kdat_ep *ep, unsigned int stimulus)
 {
-	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ep->lock);
 
 	if (kdat_ep_state_connecting(ep->state) && ep->timer &&
 	    ktime_compare(hrtimer_get_expires(&ep->timer->timer), ktime_get()) <= 0)
@@ -1292,18 +1319,18 @@ static enum kdat_ia_counter kdat_reject_reason(const struct kdat_ia *ia, const u
 /*
  * A connection attempt that ended without a connection gives up its id:
  * returns 1 to have rdma_cm destroy it after this upcall.  Caller holds
- * ctx->lock, in the id's handler; before: the state the event found.
+ * ep->lock, in the id's handler; before: the state the event found.
  */
 static int kdat_cm_attempt_over(struct kdat_ep *ep, struct rdma_cm_id *id, u32 before)
 {
-	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ep->lock);
 
 	if (!kdat_ep_state_ended(ep->state) ||
 	    (!kdat_ep_state_connecting(before) && !kdat_ep_state_accepting(before)))
 		return 0;
 	kdat_ep_detach_id(ep);
 	/*
-	 * A CM call outside ctx->lock may be at work on the id (a
+	 * A CM call outside ep->lock may be at work on the id (a
 	 * UQP_ESTABLISH waiting for this handler's mutex, our DREQ): it must
 	 * not find the id freed; destroy it later, after that.
 	 */
@@ -1315,13 +1342,12 @@ static int kdat_cm_attempt_over(struct kdat_ep *ep, struct rdma_cm_id *id, u32 b
 }
 
 /*
- * The send a handler left for after ctx->lock (struct kdat_cm_send), and
+ * The send a handler left for after ep->lock (struct kdat_cm_send), and
  * what follows from it; returns 1 if rdma_cm is to destroy the id.
  */
 static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 			   struct rdma_cm_event *ev, struct kdat_cm_send *send)
 {
-	struct kdat_ctx *ctx = ep->obj.ctx;
 	const struct rdma_conn_param *c = &ev->param.conn;
 	unsigned int stimulus;
 	const u8 *pdata;
@@ -1347,7 +1373,7 @@ static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 	stimulus = err ? kdat_send_outcome[send->what].failed : kdat_send_outcome[send->what].sent;
 	if (stimulus == KDAT_EP_STIM_COUNT)
 		return 0;
-	mutex_lock(&ctx->lock);
+	mutex_lock(&ep->lock);
 	/* Unless the attempt ended meanwhile (timeout, disconnect, free): its id goes anyway. */
 	if (kdat_ep_attempt_on(ep, id)) {
 		before = ep->state;
@@ -1360,17 +1386,17 @@ static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 		destroy = kdat_cm_attempt_over(ep, id, before);
 		kdat_rec_sync(&ep->obj);
 	}
-	mutex_unlock(&ctx->lock);
+	mutex_unlock(&ep->lock);
 	return destroy;
 }
 
 /* ---- rdma_cm's events on an EP's id: one static map to the table's stimuli ---------- */
 
-/* An event's own work before (or instead of) its stimulus: under ctx->lock, kdat_ep_cm_event() */
+/* An event's own work before (or instead of) its stimulus: under ep->lock, kdat_ep_cm_event() */
 typedef void (*kdat_cm_work_fn)(struct kdat_ep *ep, struct rdma_cm_id *id,
 				struct rdma_cm_event *ev, struct kdat_cm_send *send);
 
-/* The address is known: the route next (after ctx->lock). */
+/* The address is known: the route next (after ep->lock). */
 static void kdat_cm_on_addr(struct kdat_ep *ep, struct rdma_cm_id *id,
 			    struct rdma_cm_event *ev, struct kdat_cm_send *send)
 {
@@ -1463,7 +1489,6 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 			    struct rdma_cm_event *ev)
 {
 	struct kdat_ep *ep = container_of(obj, struct kdat_ep, obj);
-	struct kdat_ctx *ctx = ep->obj.ctx;
 	struct kdat_cm_send send;
 	unsigned int use = KDAT_CM_IGNORED, stimulus = 0;
 	int destroy;
@@ -1475,7 +1500,7 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 		stimulus = kdat_cm_event_map[ev->event].stimulus;
 	}
 
-	mutex_lock(&ctx->lock);
+	mutex_lock(&ep->lock);
 	if (ep->obj.dead || ep->cm_id != id) {
 		/*
 		 * Stale: the EP moved on (timeout, abort, free) and whoever took
@@ -1484,7 +1509,7 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 		 */
 		bool adopted = id->context != ep;
 
-		mutex_unlock(&ctx->lock);
+		mutex_unlock(&ep->lock);
 		return adopted ? kdat_cm_upcall(id, ev) : 0;
 	}
 	before = ep->state;
@@ -1496,7 +1521,7 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 		kdat_ep_step(ep, kdat_ep_failure(ep, stimulus), NULL, 0);
 	destroy = kdat_cm_attempt_over(ep, id, before);
 	kdat_rec_sync(&ep->obj);	/* addresses, IRD/ORD */
-	mutex_unlock(&ctx->lock);
+	mutex_unlock(&ep->lock);
 	if (send.what != KDAT_SEND_NONE && kdat_cm_ep_sent(ep, id, ev, &send))
 		destroy = 1;
 	if (destroy)

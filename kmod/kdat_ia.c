@@ -384,8 +384,10 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 	ia->removed = true;
 	kdat_rec_sync(&ia->obj);
 	list_for_each_entry(ep, &ia->eps, ia_node) {
+		mutex_lock(&ep->lock);
 		kdat_ep_step(ep, KDAT_EP_STIM_DEVICE_REMOVED, NULL, 0);
 		ids[2 * n] = kdat_ep_detach_id(ep);
+		mutex_unlock(&ep->lock);
 		ids[2 * n + 1] = (void *)ep;
 		kdat_obj_get_ref(&ep->obj);
 		n++;
@@ -426,7 +428,10 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 
 		if (obj->type == KDAT_OBJ_EP) {
 			ep = (struct kdat_ep *)obj;
+			/* the EP's calls test ep->qp under its lock */
+			mutex_lock(&ep->lock);
 			kdat_ep_free_qp(ep);
+			mutex_unlock(&ep->lock);
 		}
 	}
 	mutex_unlock(&ctx->lock);

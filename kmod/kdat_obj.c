@@ -152,6 +152,12 @@ void kdat_obj_get_ref(struct kdat_obj *obj)
 	kref_get(&obj->ref);
 }
 
+/* Whose lock a record is written under: its object's own, or the owner's. */
+static struct mutex *kdat_obj_rec_lock(struct kdat_obj *obj)
+{
+	return obj->cls->rec_lock ? obj->cls->rec_lock(obj) : &obj->ctx->lock;
+}
+
 /*
  * Adds obj to ctx: the lowest free slot of the shared table, with the slot's
  * next generation in the handle.  Caller holds ctx->lock.
@@ -167,6 +173,7 @@ int kdat_obj_add(struct kdat_ctx *ctx, struct kdat_obj *obj, enum kdat_obj_type 
 	obj->cls = cls;
 	obj->type = type;
 	obj->ctx = ctx;
+	lockdep_assert_held(kdat_obj_rec_lock(obj));
 	kref_init(&obj->ref);
 	ret = xa_alloc(&ctx->objs, &slot, obj, XA_LIMIT(1, KDAT_TABLE_MAX_SLOTS - 1),
 		       GFP_KERNEL);
@@ -200,6 +207,7 @@ void kdat_obj_unlink(struct kdat_obj *obj)
 	u16 gen;
 
 	lockdep_assert_held(&ctx->lock);
+	lockdep_assert_held(kdat_obj_rec_lock(obj));
 	obj->dead = true;
 	if (obj->handle) {
 		xa_erase(&ctx->objs, KDAT_HANDLE_SLOT(obj->handle));
@@ -230,8 +238,8 @@ struct kdat_obj *kdat_obj_get(struct kdat_ctx *ctx, u32 handle,
 
 /*
  * Rewrites obj's record in the shared table from the object as it is now.
- * Called at every change userspace may watch; caller holds ctx->lock, which
- * makes the kernel the table's single writer.
+ * Called at every change userspace may watch; caller holds the object's
+ * lock (kdat_obj_rec_lock), which makes it the record's single writer.
  */
 void kdat_rec_sync(struct kdat_obj *obj)
 {
@@ -239,9 +247,9 @@ void kdat_rec_sync(struct kdat_obj *obj)
 	struct kdat_record *rec;
 	u32 handle = obj->handle;
 
+	lockdep_assert_held(kdat_obj_rec_lock(obj));
 	if (!handle)
 		return;
-	lockdep_assert_held(&ctx->lock);
 	rec = kdat_table_write_begin(ctx->table, KDAT_HANDLE_SLOT(handle));
 	memset((void *)rec + sizeof(rec->seq), 0, sizeof(*rec) - sizeof(rec->seq));
 	rec->handle = handle;
@@ -255,19 +263,21 @@ void kdat_rec_sync(struct kdat_obj *obj)
 	kdat_table_write_end(ctx->table, rec, 0);
 }
 
-/* kdat_rec_sync() for callers without ctx->lock. */
+/* kdat_rec_sync() for callers without the object's lock. */
 void kdat_rec_sync_unlocked(struct kdat_obj *obj)
 {
-	mutex_lock(&obj->ctx->lock);
+	struct mutex *lock = kdat_obj_rec_lock(obj);
+
+	mutex_lock(lock);
 	kdat_rec_sync(obj);
-	mutex_unlock(&obj->ctx->lock);
+	mutex_unlock(lock);
 }
 
 u32 kdat_obj_handle(void *p)
 {
 	struct kdat_obj *obj = p;
 
-	return obj ? obj->handle : 0;
+	return obj ? READ_ONCE(obj->handle) : 0;	/* records of other objects read it */
 }
 
 void kdat_event_get_refs(struct kdat_event_info *info)

@@ -22,7 +22,7 @@ struct kdat_orphan {
 	/*
 	 * The id's reference on its EP, kept until the id is gone: a handler
 	 * that read the EP from the id before the adoption may still be
-	 * waiting for the EP's ctx->lock.
+	 * waiting for the EP's lock.
 	 */
 	struct kdat_ep *ep;
 	unsigned long adopted;		/* jiffies */
@@ -58,7 +58,7 @@ static const struct kdat_obj_class kdat_orphan_class = {
 };
 
 /*
- * Caller holds ctx->lock and has detached id from ep; the id's reference on
+ * Caller holds ep->lock and has detached id from ep; the id's reference on
  * ep goes to the orphan.  Returns the id if it could not be adopted (no
  * memory): the caller destroys it and drops that reference.
  */
@@ -66,7 +66,7 @@ struct rdma_cm_id *kdat_orphan_adopt(struct kdat_ep *ep, struct rdma_cm_id *id)
 {
 	struct kdat_orphan *o;
 
-	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ep->lock);
 	if (!id)
 		return NULL;
 	o = kzalloc(sizeof(*o), GFP_KERNEL);
@@ -91,6 +91,12 @@ struct rdma_cm_id *kdat_orphan_adopt(struct kdat_ep *ep, struct rdma_cm_id *id)
 	return NULL;
 }
 
+/* The EP an orphan's id held (KUnit's lock checks). */
+struct kdat_ep *kdat_orphan_ep(struct kdat_obj *obj)
+{
+	return container_of(obj, struct kdat_orphan, obj)->ep;
+}
+
 /*
  * Takes o off the list unless kdat_orphans_reap() already has it (then the
  * reaper destroys the id and frees o).  True: the caller ends o.
@@ -112,13 +118,13 @@ static bool kdat_orphan_unlink(struct kdat_orphan *o)
  * not be sent: no CM event will end that orphan, so it ends here.  The id
  * goes back to the EP it holds a reference on (a stale context, as for any
  * detached id) and is destroyed from kdat_wq once our handler mutex is free.
- * Caller holds ctx->lock and the id's handler mutex, so no orphan event runs.
+ * Caller holds ep->lock and the id's handler mutex, so no orphan event runs.
  */
 void kdat_orphan_retire(struct rdma_cm_id *id)
 {
 	struct kdat_orphan *o = id->context;
 
-	lockdep_assert_held(&o->ep->obj.ctx->lock);
+	lockdep_assert_held(&o->ep->lock);
 	if (o->obj.type != KDAT_OBJ_ORPHAN)
 		return;		/* not adopted (device removal, no memory): its taker destroys it */
 	if (!kdat_orphan_unlink(o))

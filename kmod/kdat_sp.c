@@ -76,6 +76,7 @@ kdat_ret_t kdat_sp_create_in(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd 
 			     u32 flags, struct kdat_ep *ep, struct kdat_sp **out, u32 *handle)
 {
 	struct kdat_ctx *ctx = ia->obj.ctx;
+	struct kdat_ep *locked = NULL;
 	struct kdat_sp *sp;
 	kdat_ret_t ret;
 
@@ -107,6 +108,9 @@ kdat_ret_t kdat_sp_create_in(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd 
 		goto err;
 	}
 	if (ep) {
+		/* held until the EP is the RSP's: nothing moves it on in between */
+		mutex_lock(&ep->lock);
+		locked = ep;
 		if (ep->obj.dead || ep->ia != ia) {
 			ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
 			goto err;
@@ -122,6 +126,8 @@ kdat_ret_t kdat_sp_create_in(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd 
 	ret = kdat_sp_listen(sp);
 	if (ret) {
 		kdat_obj_unlink(&sp->obj);
+		if (locked)
+			mutex_unlock(&locked->lock);
 		mutex_unlock(&ctx->lock);
 		kdat_obj_put(&sp->obj);
 		return ret;
@@ -135,6 +141,7 @@ kdat_ret_t kdat_sp_create_in(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd 
 		ep->rsp = sp;
 		kdat_obj_get_ref(&ep->obj);
 		kdat_ep_step(ep, KDAT_EP_STIM_RSP_CREATE, NULL, 0);
+		mutex_unlock(&ep->lock);
 	}
 	kdat_rec_sync(&sp->obj);
 	if (handle)
@@ -144,6 +151,8 @@ kdat_ret_t kdat_sp_create_in(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd 
 		*out = sp;
 	return KDAT_DAT_SUCCESS;
 err:
+	if (locked)
+		mutex_unlock(&locked->lock);
 	mutex_unlock(&ctx->lock);
 	kfree(sp);
 	return ret;
@@ -178,8 +187,10 @@ struct rdma_cm_id *kdat_sp_kill(struct kdat_sp *sp)
 	if (ep) {
 		sp->ep = NULL;
 		if (ep->rsp == sp) {
+			mutex_lock(&ep->lock);
 			ep->rsp = NULL;
 			kdat_ep_step(ep, KDAT_EP_STIM_RSP_FREE, NULL, 0);
+			mutex_unlock(&ep->lock);
 		}
 		kdat_obj_put(&ep->obj);
 	}
@@ -323,11 +334,15 @@ static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
 		sp->rsp_used = true;
 		cr->ep = sp->ep;
 		kdat_obj_get_ref(&cr->ep->obj);
+		mutex_lock(&cr->ep->lock);
 		kdat_ep_step(cr->ep, KDAT_EP_STIM_CR_ARRIVED, NULL, 0);
+		mutex_unlock(&cr->ep->lock);
 	} else if (pep) {
 		cr->ep = pep;
 		kdat_obj_get_ref(&pep->obj);
+		mutex_lock(&pep->lock);
 		kdat_ep_step(pep, KDAT_EP_STIM_PROVIDER_BIND, NULL, 0);
+		mutex_unlock(&pep->lock);
 	}
 	/* counted before the consumer hears of it */
 	kdat_ia_count(ia, KDAT_IA_COUNTER_REQUESTS);

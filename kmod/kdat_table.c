@@ -33,7 +33,12 @@ struct kdat_table {
 	bool kernel;
 	u16 gen_base;			/* first generation of every slot */
 	u32 high_water;			/* slots with a page (writer's copy) */
-	struct mutex *writer_lock;	/* the owner's ctx->lock: the single writer's */
+	struct mutex *writer_lock;	/* the owner's ctx->lock: slots are claimed under it */
+	/*
+	 * The header's counts: records are written under their objects' own
+	 * locks (kdat_rec_sync), so two may end at once.
+	 */
+	spinlock_t hdr_lock;
 	struct kdat_table_header *hdr;
 	/* slot -> struct kdat_ia_stats of the live IAs; readers copy under its lock */
 	struct xarray ia_stats;
@@ -46,7 +51,7 @@ static atomic64_t kdat_table_ids = ATOMIC64_INIT(0);
 
 /*
  * kernel_owner: a kernel consumer's name; NULL for an open file.
- * writer_lock: the lock every writer holds (the owner's ctx->lock).
+ * writer_lock: the lock slots are claimed under (the owner's ctx->lock).
  */
 struct kdat_table *kdat_table_create(const char *kernel_owner, struct mutex *writer_lock)
 {
@@ -63,6 +68,7 @@ struct kdat_table *kdat_table_create(const char *kernel_owner, struct mutex *wri
 	}
 	kref_init(&t->ref);
 	t->writer_lock = writer_lock;
+	spin_lock_init(&t->hdr_lock);
 	xa_init(&t->ia_stats);
 	t->id = atomic64_inc_return(&kdat_table_ids);
 	t->uid = current_euid();
@@ -183,14 +189,14 @@ u32 kdat_table_claim(struct kdat_table *t, u32 slot)
 }
 
 /*
- * Open a record for writing (the seqcount's odd phase).  Writers are
- * serialised by the owner's ctx->lock; readers retry across it.
+ * Open a record for writing (the seqcount's odd phase).  One record's
+ * writers are serialised by the lock of its object (kdat_obj_rec_lock(),
+ * which the caller asserts); readers retry across it.
  */
 struct kdat_record *kdat_table_write_begin(struct kdat_table *t, u32 slot)
 {
 	struct kdat_record *rec = kdat_table_record(t, slot);
 
-	lockdep_assert_held(t->writer_lock);
 	WRITE_ONCE(rec->seq, rec->seq + 1);
 	/* odd seq visible before any field changes (reader's final seq check) */
 	smp_wmb();
@@ -199,13 +205,14 @@ struct kdat_record *kdat_table_write_begin(struct kdat_table *t, u32 slot)
 
 void kdat_table_write_end(struct kdat_table *t, struct kdat_record *rec, int live_delta)
 {
-	lockdep_assert_held(t->writer_lock);
 	/* all fields visible before seq turns even (reader's acquire of seq) */
 	smp_wmb();
 	WRITE_ONCE(rec->seq, rec->seq + 1);
+	spin_lock(&t->hdr_lock);
 	WRITE_ONCE(t->hdr->updates, t->hdr->updates + 1);
 	if (live_delta)
 		WRITE_ONCE(t->hdr->live, t->hdr->live + live_delta);
+	spin_unlock(&t->hdr_lock);
 }
 
 /* ---- mmap ------------------------------------------------------------------ */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Entry points for kdat's KUnit suites (kunit/): swap an IA's connection
- * manager for a fake, remove its device, hold its owner's lock.  Built only
+ * manager for a fake, remove its device, hold an EP's lock.  Built only
  * with CONFIG_KUNIT.
  */
 #include "kdat_conn.h"
@@ -34,10 +34,7 @@ void kdat_test_ia_device_removed(struct kdat_ia *ia)
 }
 EXPORT_SYMBOL_GPL(kdat_test_ia_device_removed);
 
-/*
- * Holds (or releases) the lock of the IA's owner, as a long kdat call would:
- * a test queues CM upcalls and timer work behind it in a known order.
- */
+/* Holds (or releases) the lock of the IA's owner, as a long call on its lists would. */
 void kdat_test_ia_hold_owner(struct kdat_ia *ia, bool hold)
 {
 	if (hold)
@@ -48,16 +45,39 @@ void kdat_test_ia_hold_owner(struct kdat_ia *ia, bool hold)
 EXPORT_SYMBOL_GPL(kdat_test_ia_hold_owner);
 
 /*
- * For a fake CM to see which of its calls kdat makes under the owner's lock,
- * which the CM's handlers take (kdat_base.h: none may be).
+ * Holds (or releases) an EP's lock, as a long kdat call on it would: a test
+ * queues the EP's CM upcalls and timer work behind it in a known order.
  */
-bool kdat_test_ia_owner_held(struct kdat_ia *ia)
+void kdat_test_ep_hold(struct kdat_ep *ep, bool hold)
+{
+	if (hold)
+		mutex_lock(&ep->lock);
+	else
+		mutex_unlock(&ep->lock);
+}
+EXPORT_SYMBOL_GPL(kdat_test_ep_hold);
+
+/*
+ * For a fake CM to see which of its calls kdat makes under a lock that the
+ * CM's handlers take (kdat_base.h: none may be): the owner's, or the EP's
+ * that the id serves (itself, or through the orphan that adopted it).
+ */
+bool kdat_test_cm_call_locked(struct kdat_ia *ia, struct rdma_cm_id *id)
 {
 #ifdef CONFIG_LOCKDEP
-	return lockdep_is_held(&ia->obj.ctx->lock);
+	struct kdat_obj *obj = id ? READ_ONCE(id->context) : NULL;
+	struct kdat_ep *ep = NULL;
+
+	if (lockdep_is_held(&ia->obj.ctx->lock))
+		return true;
+	if (obj && obj->type == KDAT_OBJ_EP)
+		ep = container_of(obj, struct kdat_ep, obj);
+	else if (obj && obj->type == KDAT_OBJ_ORPHAN)
+		ep = kdat_orphan_ep(obj);
+	return ep && lockdep_is_held(&ep->lock);
 #else
 	return false;
 #endif
 }
-EXPORT_SYMBOL_GPL(kdat_test_ia_owner_held);
+EXPORT_SYMBOL_GPL(kdat_test_cm_call_locked);
 #endif

@@ -12,8 +12,8 @@
  * The active side, after the REP: kdat_ep.c calls kdat_uqp_rep_arrived()
  * from the id's handler instead of moving a kernel QP; the process applies
  * RTR and RTS and calls kdat_uqp_establish(), which sends the RTU under the
- * id's handler mutex.  That mutex ranks above ctx->lock, so the id is taken
- * under ctx->lock, the lock dropped and the handler mutex taken: while it
+ * id's handler mutex.  That mutex ranks above ep->lock, so the id is taken
+ * under ep->lock, the lock dropped and the handler mutex taken: while it
  * does, the id is pinned (kdat_ep_pin_id) and whoever detaches it meanwhile
  * destroys it only after the pin is gone (kdat_ep_wait_unpinned(); the
  * handler defers its own destruction), so the mutex cannot vanish under the
@@ -68,11 +68,13 @@ bool kdat_uqp_qpn_in_use(struct kdat_ia *ia, u32 qpn, struct kdat_ep *self)
 
 /*
  * ep_reset with a new QP for the EP (qpn; 0: keep its QP): only a user-QP
- * EP has one to change.  Caller holds ctx->lock.
+ * EP has one to change.  Caller holds ctx->lock (the owner's other EPs)
+ * and ep->lock.
  */
 kdat_ret_t kdat_uqp_check_renumber(struct kdat_ep *ep, u32 qpn)
 {
 	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ep->lock);
 	if (!qpn)
 		return KDAT_DAT_SUCCESS;
 	if (!ep->uqp || !kdat_uqp_qpn_valid(ep->ia, qpn) ||
@@ -81,10 +83,14 @@ kdat_ret_t kdat_uqp_check_renumber(struct kdat_ep *ep, u32 qpn)
 	return KDAT_DAT_SUCCESS;
 }
 
-/* ep_reset: a new connection starts from scratch.  Caller holds ctx->lock. */
+/*
+ * ep_reset: a new connection starts from scratch.  Caller holds ctx->lock
+ * (the QP number other EPs are checked against) and ep->lock.
+ */
 void kdat_uqp_reset(struct kdat_ep *ep, u32 qpn)
 {
 	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ep->lock);
 	if (ep->uqp) {
 		ep->uqp->rep_arrived = false;
 		ep->uqp->rep_pdata_len = 0;
@@ -96,14 +102,14 @@ void kdat_uqp_reset(struct kdat_ep *ep, u32 qpn)
 }
 
 /*
- * Active side, from the id's handler (ctx->lock held): the peer accepted.
+ * Active side, from the id's handler (ep->lock held): the peer accepted.
  * The EP stays ACTIVE_CONNECTION_PENDING; the process is told to move its QP.
  */
 void kdat_uqp_rep_arrived(struct kdat_ep *ep, const u8 *pdata, u32 len)
 {
 	struct kdat_uqp *uqp = ep->uqp;
 
-	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ep->lock);
 	uqp->rep_arrived = true;
 	uqp->rep_pdata_len = min_t(u32, len, KDAT_PRIVATE_DATA_MAX);
 	memcpy(uqp->rep_pdata, pdata, uqp->rep_pdata_len);

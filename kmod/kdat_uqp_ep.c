@@ -105,7 +105,8 @@ static void kdat_uqp_attr_out(struct kdat_uqp_attr *out, const struct ib_qp_attr
 /*
  * Passive side: cr is the request ep will accept.  The checks kdat_cr_accept
  * makes, so the attributes are those of the accept that follows.  Caller
- * holds ctx->lock; the CR's id lives while it is cr->cm_id under that lock.
+ * holds ctx->lock (the CR's id lives while it is cr->cm_id under that lock)
+ * and ep->lock.
  */
 static kdat_ret_t kdat_uqp_accept_id(struct kdat_ep *ep, struct kdat_cr *cr,
 				     struct rdma_cm_id **id, u32 *ird, u32 *ord)
@@ -113,6 +114,7 @@ static kdat_ret_t kdat_uqp_accept_id(struct kdat_ep *ep, struct kdat_cr *cr,
 	kdat_ret_t ret;
 
 	lockdep_assert_held(&ep->obj.ctx->lock);
+	lockdep_assert_held(&ep->lock);
 	if (cr->obj.dead || !cr->cm_id || cr->busy)
 		return KDAT_ERR(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_CR);
 	if (ep->ia != cr->ia || (cr->ep && cr->ep != ep))
@@ -144,7 +146,9 @@ kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
 	if (cr && cr->obj.ctx != ctx)
 		return KDAT_ERR(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_CR);
 
+	/* ctx->lock for the CR, ep->lock for the EP */
 	mutex_lock(&ctx->lock);
+	mutex_lock(&ep->lock);
 	if (ep->obj.dead) {
 		ret = KDAT_ERR(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
 		goto out;
@@ -220,21 +224,21 @@ kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
 	}
 	kdat_uqp_attr_out(out, &a, mask);
 out:
+	mutex_unlock(&ep->lock);
 	mutex_unlock(&ctx->lock);
 	return ret;
 }
 
 static void kdat_uqp_unpin(struct kdat_ep *ep)
 {
-	mutex_lock(&ep->obj.ctx->lock);
+	mutex_lock(&ep->lock);
 	ep->uqp->establishing = false;
-	mutex_unlock(&ep->obj.ctx->lock);
+	mutex_unlock(&ep->lock);
 	kdat_ep_unpin_id(ep);
 }
 
 kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags)
 {
-	struct kdat_ctx *ctx = ep->obj.ctx;
 	struct rdma_cm_id *id, *dead = NULL;
 	struct kdat_uqp *uqp;
 	kdat_ret_t ret = KDAT_DAT_SUCCESS;
@@ -242,7 +246,7 @@ kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags)
 
 	if (flags & ~KDAT_UQP_ESTABLISH_FAILED)
 		return KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
-	mutex_lock(&ctx->lock);
+	mutex_lock(&ep->lock);
 	uqp = ep->uqp;
 	if (ep->obj.dead)
 		ret = KDAT_ERR(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
@@ -252,30 +256,30 @@ kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags)
 		 !ep->cm_id || uqp->establishing)
 		ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(ep->state));
 	if (ret) {
-		mutex_unlock(&ctx->lock);
+		mutex_unlock(&ep->lock);
 		return ret;
 	}
 	uqp->establishing = true;
 	id = kdat_ep_pin_id(ep);
-	mutex_unlock(&ctx->lock);
+	mutex_unlock(&ep->lock);
 
 	ep->ia->cm->lock_handler(id);
-	mutex_lock(&ctx->lock);
+	mutex_lock(&ep->lock);
 	if (!kdat_ep_attempt_on(ep, id)) {
 		/* timed out, disconnected or freed meanwhile: that outcome is posted */
 		ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(ep->state));
-		mutex_unlock(&ctx->lock);
+		mutex_unlock(&ep->lock);
 		goto out;
 	}
 	uqp->rep_arrived = false;
-	mutex_unlock(&ctx->lock);
+	mutex_unlock(&ep->lock);
 	/*
 	 * The RTU, as rdma_cm sends it for librdmacm's user QPs: without
-	 * ctx->lock, which the CM's handlers for the owner's other EPs need;
-	 * the handler mutex keeps the id.
+	 * ep->lock, which no CM call is made under; the handler mutex keeps
+	 * the id.
 	 */
 	err = flags ? -ECONNABORTED : ep->ia->cm->accept(id, NULL);
-	mutex_lock(&ctx->lock);
+	mutex_lock(&ep->lock);
 	if (!kdat_ep_attempt_on(ep, id)) {
 		/* it ended while the RTU went out: its outcome is posted, its id goes */
 		ret = KDAT_ERR(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(ep->state));
@@ -286,7 +290,7 @@ kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags)
 	} else {
 		kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, uqp->rep_pdata, uqp->rep_pdata_len);
 	}
-	mutex_unlock(&ctx->lock);
+	mutex_unlock(&ep->lock);
 out:
 	ep->ia->cm->unlock_handler(id);
 	kdat_uqp_unpin(ep);

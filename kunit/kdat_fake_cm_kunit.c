@@ -58,17 +58,17 @@ static struct {
 	unsigned int calls[OP_COUNT];
 	int fail[OP_COUNT];		/* the next call of the op returns this */
 	unsigned int unlocked;		/* accept/connect without the handler mutex */
-	struct kdat_ia *ia;		/* the test's IA, whose owner's lock the handlers take */
-	unsigned int owner_held[OP_COUNT];	/* calls made holding that lock */
+	struct kdat_ia *ia;		/* the test IA: its owner and EP locks, the handlers' */
+	unsigned int owner_held[OP_COUNT];	/* calls made holding one of them */
 	unsigned int double_destroy;
 	wait_queue_head_t wq;		/* destroyed ids */
-	/* run inside the next accept (REP), where kdat holds no ctx->lock */
+	/* run inside the next accept (REP), where kdat holds neither ctx->lock nor ep->lock */
 	void (*during_accept)(void *arg);
 	void *during_accept_arg;
 	/* the same for the next RTU */
 	void (*during_rtu)(void *arg);
 	void *during_rtu_arg;
-	/* run inside the next disconnect (a DREQ, made after the owner's lock) */
+	/* run inside the next disconnect (a DREQ, made after the EP's lock) */
 	void (*during_disconnect)(void *arg);
 	void *during_disconnect_arg;
 } fake;
@@ -88,7 +88,7 @@ static int fake_record(struct fake_id *f, enum fake_op op)
 		f->calls[op]++;
 	fake.calls[op]++;
 	/* under fake.lock: fcm_exit() clears fake.ia before the IA goes */
-	if (fake.ia && kdat_test_ia_owner_held(fake.ia))
+	if (fake.ia && kdat_test_cm_call_locked(fake.ia, f ? &f->id : NULL))
 		fake.owner_held[op]++;
 	ret = fake.fail[op];
 	fake.fail[op] = 0;
@@ -461,7 +461,8 @@ static void fcm_exit(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, fake.double_destroy, 0u);
 	/*
 	 * The consumer's DREQ and REJ, like the handlers' sends, go out after
-	 * the owner's lock (kdat_base.h's lock order), on every path a test took.
+	 * the owner's and the EP's locks (kdat_base.h's lock order), on every
+	 * path a test took.
 	 */
 	KUNIT_EXPECT_EQ(test, fake.owner_held[OP_DISCONNECT], 0u);
 	KUNIT_EXPECT_EQ(test, fake.owner_held[OP_REJECT], 0u);
@@ -773,13 +774,12 @@ static void timeout_then_connect_response(struct kunit *test)
 
 /*
  * The deadline passes while the CM's own failure (here: the address lookup
- * gave up) already waits for the owner's lock, ahead of the timer's work: a
+ * gave up) already waits for the EP's lock, ahead of the timer's work: a
  * loaded machine's order.  The consumer asked for a timeout and the attempt
  * outlived it: one TIMED_OUT, not UNREACHABLE, and the id destroyed once.
  */
 static void timeout_due_before_addr_error(struct kunit *test)
 {
-	struct fcm_test *t = test->priv;
 	struct kdat_ep *ep = new_ep(test);
 	struct fake_id *f = active_pending(test, ep, SHORT_TIMEOUT_US);
 	struct kdat_ep_step s = go(test, KDAT_EP_ACTIVE_CONNECTION_PENDING, KDAT_EP_STIM_TIMEOUT);
@@ -788,18 +788,63 @@ static void timeout_due_before_addr_error(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, kdat_ep_lookup(KDAT_EP_ACTIVE_CONNECTION_PENDING,
 					     KDAT_EP_STIM_UNREACHABLE).event,
 			(unsigned int)KDAT_EP_EVENT_UNREACHABLE);
-	kdat_test_ia_hold_owner(t->ia, true);
+	kdat_test_ep_hold(ep, true);
 	a = async_deliver(test, f, fake_ev(RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT, NULL, 0));
 	msleep(20);	/* the upcall starts and waits on the lock */
 	/* the deadline passes: the timer's work queues up behind the upcall */
 	msleep(3 * SHORT_TIMEOUT_US / 1000);
-	kdat_test_ia_hold_owner(t->ia, false);
+	kdat_test_ep_hold(ep, false);
 	async_finish(test, a);
 	EXPECT_EVENTS(test, ep, s.event);
 	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
 	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(f));
 	KUNIT_EXPECT_EQ(test, f->calls[OP_DESTROY] + (f->cm_destroyed ? 1u : 0u), 1u);
 	KUNIT_EXPECT_EQ(test, f->calls[OP_CONNECT], 0u);
+}
+
+/*
+ * Per-EP locking: one EP's CM event and a consumer's disconnect of another
+ * EP both finish while a third party holds the owner's lock and a third
+ * EP's lock, as a long call on the owner's lists or on that EP would: no
+ * EP's connection work waits for another's.
+ */
+static void ep_work_waits_for_no_other_lock(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep *ep = new_ep(test), *ep2 = new_ep(test), *held = new_ep(test);
+	struct fake_id *f = active_connected(test, ep);
+	struct fake_id *f2 = active_connected(test, ep2);
+	struct kdat_ep_step s = go(test, KDAT_EP_CONNECTED, KDAT_EP_STIM_DISCONNECTED);
+	struct kdat_ep_step s2 = go(test, KDAT_EP_CONNECTED, KDAT_EP_STIM_DISCONNECT_ABRUPT);
+	struct async_call *a, *a2;
+	bool event_done, disconnect_done;
+
+	kdat_test_ia_hold_owner(t->ia, true);
+	kdat_test_ep_hold(held, true);
+	a = async_deliver(test, f, fake_ev(RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0));
+	event_done = wait_for_completion_timeout(&a->done, 5 * HZ) > 0;
+	a2 = async_start(test, async_disconnect_fn, ep2, NULL, KDAT_CLOSE_ABRUPT);
+	disconnect_done = wait_for_completion_timeout(&a2->done, 5 * HZ) > 0;
+	kdat_test_ep_hold(held, false);
+	kdat_test_ia_hold_owner(t->ia, false);
+	KUNIT_EXPECT_TRUE(test, event_done);
+	KUNIT_EXPECT_TRUE(test, disconnect_done);
+	async_finish(test, a);
+	KUNIT_EXPECT_EQ(test, async_finish(test, a2), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep2), s2.next);
+	KUNIT_EXPECT_EQ(test, ep_state(test, held), (u32)KDAT_EP_UNCONNECTED);
+	/* the DREP to the peer's DREQ, and our own DREQ */
+	KUNIT_EXPECT_EQ(test, f->calls[OP_DISCONNECT], 1u);
+	KUNIT_EXPECT_EQ(test, f2->calls[OP_DISCONNECT], 1u);
+	/* in the order they ran: the event, then the disconnect */
+	KUNIT_ASSERT_EQ(test, kdat_evd_dequeue(t->evd, &t->ev, NULL), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_PTR_EQ(test, t->ev.ep, ep);
+	KUNIT_EXPECT_EQ(test, t->ev.number, s.event);
+	KUNIT_ASSERT_EQ(test, kdat_evd_dequeue(t->evd, &t->ev, NULL), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_PTR_EQ(test, t->ev.ep, ep2);
+	KUNIT_EXPECT_EQ(test, t->ev.number, s2.event);
+	expect_no_events(test);
 }
 
 /* The other order: REP first, then the timeout's time passes without an event. */
@@ -1068,7 +1113,7 @@ static void free_and_drep_during_dreq(void *arg)
 }
 
 /*
- * The consumer's DREQ goes out after the owner's lock, on an id pinned under
+ * The consumer's DREQ goes out after the EP's lock, on an id pinned under
  * it.  While it is at work, the EP is freed (its id goes to an orphan, which
  * waits for our DREP) and the DREP arrives (the orphan is done): the id must
  * outlive the DREQ call, then go exactly once, from kdat_wq.
@@ -1146,7 +1191,7 @@ static void disconnect_during_accept(void *arg)
 
 /*
  * The REP cannot be sent (no memory), and while it was being sent -- without
- * ctx->lock -- the consumer disconnected the EP, so an orphan adopted the id.
+ * the EP's lock -- the consumer disconnected the EP, so an orphan adopted the id.
  * No CM event will come for that id, so the accept ends the orphan: the id is
  * destroyed now, not left until the device or the module goes.
  */
@@ -1333,10 +1378,10 @@ static void query_during_rtu(void *arg)
 }
 
 /*
- * The RTU goes out without ctx->lock: a call on another of the owner's
- * objects (or a CM handler) need not wait for it.  Then ESTABLISHED.
+ * The RTU goes out without the EP's lock: a call on the EP (here a query)
+ * or a CM handler need not wait for it.  Then ESTABLISHED.
  */
-static void uqp_establish_rtu_without_ctx_lock(struct kunit *test)
+static void uqp_establish_rtu_unlocked(struct kunit *test)
 {
 	struct during_rtu d = {};
 	struct fake_id *f = uqp_rtu_armed(test, &d, query_during_rtu);
@@ -1612,6 +1657,7 @@ static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(timeout_then_connect_response),
 	KUNIT_CASE(connect_response_then_timeout),
 	KUNIT_CASE(timeout_due_before_addr_error),
+	KUNIT_CASE(ep_work_waits_for_no_other_lock),
 	KUNIT_CASE(established_without_rep),
 	KUNIT_CASE(reject_after_timeout),
 	KUNIT_CASE(reject_before_timeout),
@@ -1629,7 +1675,7 @@ static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(reject_after_accept),
 	KUNIT_CASE(free_completion_pending_ep),
 	KUNIT_CASE(accept_send_fails_after_disconnect),
-	KUNIT_CASE(uqp_establish_rtu_without_ctx_lock),
+	KUNIT_CASE(uqp_establish_rtu_unlocked),
 	KUNIT_CASE(uqp_establish_races_disconnect),
 	KUNIT_CASE(uqp_establish_rtu_fails),
 	KUNIT_CASE(unreachable_at_once),

@@ -7,8 +7,19 @@
  * opaque.  The endpoint state machine is include/kdat/ep_table.h.
  *
  * Context: every call may sleep (process context) except where noted.
- * Upcalls run in process context with kdat's locks held: they may not call
- * into kdat; queue work (and dequeue from there) instead.
+ *
+ * Upcalls (kdat_upcall_t) run in process context, in whichever thread queued
+ * the event, and they run under kdat's locks:
+ *  - an EP's connection event: that EP's lock, in an rdma_cm handler (which
+ *    also holds the id's handler mutex), kdat's timeout or graceful-disconnect
+ *    work, or the consumer's own call on the EP;
+ *  - a connection request: the IA owner's lock and the listening id's
+ *    handler mutex;
+ *  - a completion (DTO EVDs): the CQ's work, which kdat's disconnect and free
+ *    wait for (ib_drain_qp) while holding the EP's lock.
+ * So an upcall makes no kdat call at all (every call may take one of those
+ * locks or wait for the upcall's own thread): it wakes or queues work of its
+ * own, and that work dequeues, posts, accepts or disconnects.
  *
  * Objects are pointers: once freed (by the consumer, or a CR by its accept
  * or reject, or a provider-created EP by its CR's reject) they must not be
@@ -113,7 +124,7 @@ struct kdat_cr_info {
 	u8 remote_flow_control;
 };
 
-/* Called (process context, kdat locks held) each time an event is queued. */
+/* Called each time an event is queued; the locks it runs under are listed at the top. */
 typedef void (*kdat_upcall_t)(struct kdat_evd *evd, void *context);
 
 kdat_ret_t __kdat_ia_open(struct net *net, const char *name, u32 flags, struct kdat_ia **ia,
