@@ -44,6 +44,7 @@ struct kdat_ep {
 	struct list_head ia_node;
 	u32 state;			/* changed only by kdat_ep_step() */
 	u64 transitions;
+	u32 rec_syncs;			/* records written by steps (a handler's second write) */
 	struct kdat_evd *connect_evd, *request_evd, *recv_evd;
 	struct kdat_ep_attr attr;	/* requested attributes */
 	u32 ird, ord;			/* negotiated when connected */

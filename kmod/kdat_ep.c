@@ -318,9 +318,21 @@ static unsigned int kdat_ep_apply(struct kdat_ep *ep, unsigned int stimulus,
 	}
 	/* the record first: a consumer woken by the event may read it at once */
 	kdat_rec_sync(&ep->obj);
+	ep->rec_syncs++;
 	if (step.event != KDAT_EP_EVENT_NONE)
 		kdat_post_conn_event(ep, step.event, pdata, pdata_len);
 	return step.action;
+}
+
+/*
+ * A handler's record, for what its work changed besides a step (addresses,
+ * IRD/ORD, an attempt's id): unless a step since syncs wrote it already,
+ * after all of that work.  Caller holds ep->lock.
+ */
+static void kdat_ep_rec_sync_since(struct kdat_ep *ep, u32 syncs)
+{
+	if (ep->rec_syncs == syncs)
+		kdat_rec_sync(&ep->obj);
 }
 
 static unsigned int kdat_ep_step_why(struct kdat_ep *ep, unsigned int stimulus,
@@ -1352,7 +1364,7 @@ static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 	unsigned int stimulus;
 	const u8 *pdata;
 	int err, destroy = 0;
-	u32 before, len;
+	u32 before, len, syncs;
 
 	switch (send->what) {
 	case KDAT_SEND_DREP:
@@ -1376,6 +1388,7 @@ static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 	mutex_lock(&ep->lock);
 	/* Unless the attempt ended meanwhile (timeout, disconnect, free): its id goes anyway. */
 	if (kdat_ep_attempt_on(ep, id)) {
+		syncs = ep->rec_syncs;
 		before = ep->state;
 		if (err) {
 			kdat_ep_step(ep, kdat_ep_failure(ep, stimulus), NULL, 0);
@@ -1384,7 +1397,7 @@ static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 			kdat_ep_step(ep, stimulus, pdata, len);
 		}
 		destroy = kdat_cm_attempt_over(ep, id, before);
-		kdat_rec_sync(&ep->obj);
+		kdat_ep_rec_sync_since(ep, syncs);
 	}
 	mutex_unlock(&ep->lock);
 	return destroy;
@@ -1492,7 +1505,7 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 	struct kdat_cm_send send;
 	unsigned int use = KDAT_CM_IGNORED, stimulus = 0;
 	int destroy;
-	u32 before;
+	u32 before, syncs;
 
 	send.what = KDAT_SEND_NONE;
 	if ((unsigned int)ev->event < ARRAY_SIZE(kdat_cm_event_map)) {
@@ -1513,6 +1526,7 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 		return adopted ? kdat_cm_upcall(id, ev) : 0;
 	}
 	before = ep->state;
+	syncs = ep->rec_syncs;
 	if (use != KDAT_CM_IGNORED && kdat_cm_event_map[ev->event].work)
 		kdat_cm_event_map[ev->event].work(ep, id, ev, &send);
 	if (use == KDAT_CM_STIMULUS)
@@ -1520,7 +1534,7 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 	else if (use == KDAT_CM_FAILURE)
 		kdat_ep_step(ep, kdat_ep_failure(ep, stimulus), NULL, 0);
 	destroy = kdat_cm_attempt_over(ep, id, before);
-	kdat_rec_sync(&ep->obj);	/* addresses, IRD/ORD */
+	kdat_ep_rec_sync_since(ep, syncs);	/* addresses, IRD/ORD */
 	mutex_unlock(&ep->lock);
 	if (send.what != KDAT_SEND_NONE && kdat_cm_ep_sent(ep, id, ev, &send))
 		destroy = 1;
