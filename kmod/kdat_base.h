@@ -13,6 +13,7 @@
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/slab.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
@@ -218,6 +219,23 @@ struct kdat_qevent {
 };
 
 /*
+ * Caller holds evd->lock.  A taken event's slot (a dequeue's, or one the
+ * ring took over): kept for the next post while the EVD has fewer than
+ * min(qlen, KDAT_EVD_SPARES_MAX), freed otherwise, so an EVD in steady use
+ * allocates nothing per event.
+ */
+static inline void kdat_evd_recycle(struct kdat_evd *evd, struct kdat_qevent *qe)
+{
+	lockdep_assert_held(&evd->lock);
+	if (evd->nspares < min_t(u32, evd->qlen, KDAT_EVD_SPARES_MAX)) {
+		list_add(&qe->node, &evd->spares);
+		evd->nspares++;
+	} else {
+		kfree(qe);
+	}
+}
+
+/*
  * An IPv4 or IPv6 socket address: all an EP needs to keep, at 28 bytes
  * rather than sockaddr_storage's 128 (a kernel consumer may hold thousands
  * of EPs).
@@ -347,7 +365,6 @@ kdat_ret_t kdat_evd_wait_ref(struct kdat_evd *evd, u32 timeout_us, u32 threshold
 kdat_ret_t kdat_evd_dequeue_ref(struct kdat_evd *evd, struct kdat_event_info *ev,
 				u32 *nmore);
 void kdat_event_put_refs(struct kdat_event_info *info);
-void kdat_evd_recycle(struct kdat_evd *evd, struct kdat_qevent *qe);
 void kdat_evd_post(struct kdat_evd *evd, const struct kdat_event_info *info);
 
 /* kdat_uapi.c: conversions to and from include/kdat/uapi/kdat.h */

@@ -9,6 +9,7 @@
 
 #include <linux/completion.h>
 #include <linux/hrtimer.h>
+#include <linux/wait_bit.h>
 #include <rdma/ib_cm.h>
 #include "kdat_base.h"
 
@@ -183,6 +184,38 @@ struct kdat_ep_wire {
 	struct rdma_cm_id *gone;
 };
 
+/*
+ * Pins the EP's id (inline: the orphans below the EP wait on pins too) for a CM call made after ep->lock (our DREQ, a
+ * UQP_ESTABLISH's RTU): until kdat_ep_unpin_id(), whoever destroys that id
+ * waits (kdat_ep_wait_unpinned) and a handler that ends it defers its
+ * destruction to kdat_wq.  Pins are per EP, not per id: a pin on an id the EP
+ * has given up (to an orphan, after a reset) still holds it.  Caller holds
+ * ep->lock, so a handler that finds no pin under it cannot race a new one.
+ */
+static inline struct rdma_cm_id *kdat_ep_pin_id(struct kdat_ep *ep)
+{
+	lockdep_assert_held(&ep->lock);
+	atomic_inc(&ep->id_pins);
+	return ep->cm_id;
+}
+
+static inline void kdat_ep_unpin_id(struct kdat_ep *ep)
+{
+	if (atomic_dec_and_test(&ep->id_pins))
+		wake_up_var(&ep->id_pins);
+}
+
+static inline bool kdat_ep_id_pinned(struct kdat_ep *ep)
+{
+	return atomic_read(&ep->id_pins);
+}
+
+/* Before destroying an id the EP held: no locks held. */
+static inline void kdat_ep_wait_unpinned(struct kdat_ep *ep)
+{
+	wait_var_event(&ep->id_pins, !atomic_read(&ep->id_pins));
+}
+
 /* kdat_ep.c, for the other objects' files */
 kdat_ret_t kdat_invalid_state(struct kdat_ep *ep);
 int kdat_qp_modify_cm(struct kdat_ep *ep, struct rdma_cm_id *id, enum ib_qp_state state);
@@ -196,10 +229,6 @@ kdat_ret_t kdat_ep_link(struct kdat_ep *ep, struct kdat_evd *conn,
 			struct kdat_evd *req, struct kdat_evd *recv);
 void kdat_ep_kill(struct kdat_ep *ep, struct kdat_ep_wire *wire);
 void kdat_ep_finish(struct kdat_ep *ep, struct kdat_ep_wire *wire);
-struct rdma_cm_id *kdat_ep_pin_id(struct kdat_ep *ep);
-void kdat_ep_unpin_id(struct kdat_ep *ep);
-bool kdat_ep_id_pinned(struct kdat_ep *ep);
-void kdat_ep_wait_unpinned(struct kdat_ep *ep);
 kdat_ret_t kdat_check_private_data(const void *pdata, s32 size, u32 max);
 
 /* kdat_sp.c */

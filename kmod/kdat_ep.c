@@ -173,38 +173,6 @@ static void kdat_ep_count(struct kdat_ia *ia, unsigned int stimulus, bool moved,
 }
 
 /*
- * Pins the EP's id for a CM call made after ep->lock (our DREQ, a
- * UQP_ESTABLISH's RTU): until kdat_ep_unpin_id(), whoever destroys that id
- * waits (kdat_ep_wait_unpinned) and a handler that ends it defers its
- * destruction to kdat_wq.  Pins are per EP, not per id: a pin on an id the EP
- * has given up (to an orphan, after a reset) still holds it.  Caller holds
- * ep->lock, so a handler that finds no pin under it cannot race a new one.
- */
-struct rdma_cm_id *kdat_ep_pin_id(struct kdat_ep *ep)
-{
-	lockdep_assert_held(&ep->lock);
-	atomic_inc(&ep->id_pins);
-	return ep->cm_id;
-}
-
-void kdat_ep_unpin_id(struct kdat_ep *ep)
-{
-	if (atomic_dec_and_test(&ep->id_pins))
-		wake_up_var(&ep->id_pins);
-}
-
-bool kdat_ep_id_pinned(struct kdat_ep *ep)
-{
-	return atomic_read(&ep->id_pins);
-}
-
-/* Before destroying an id the EP held: no locks held. */
-void kdat_ep_wait_unpinned(struct kdat_ep *ep)
-{
-	wait_var_event(&ep->id_pins, !atomic_read(&ep->id_pins));
-}
-
-/*
  * Our own DREQ, sent by kdat_ep_wire_run() once ep->lock is dropped: no CM
  * call under a lock a handler takes.  Until the CM reports DISCONNECTED
  * (the DREP, or the DREQ timed out) the id must live: destroying it cancels

@@ -57,23 +57,6 @@ static const struct kdat_obj_class kdat_evd_class = {
 };
 
 /*
- * Caller holds evd->lock.  A taken event's slot: kept for the next post while
- * the EVD has fewer than min(qlen, KDAT_EVD_SPARES_MAX), freed otherwise, so
- * an EVD in steady use allocates nothing per event.
- */
-void kdat_evd_recycle(struct kdat_evd *evd, struct kdat_qevent *qe)
-{
-	lockdep_assert_held(&evd->lock);
-
-	if (evd->nspares < min_t(u32, evd->qlen, KDAT_EVD_SPARES_MAX)) {
-		list_add(&qe->node, &evd->spares);
-		evd->nspares++;
-	} else {
-		kfree(qe);
-	}
-}
-
-/*
  * Queue an event.  Never drops one silently: if memory for it cannot be had,
  * the EVD counts it and the next wait/dequeue reports DAT_QUEUE_FULL.  A ring
  * with room takes it directly; otherwise it goes into a spare slot, or a new
