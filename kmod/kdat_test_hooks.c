@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Entry points for kdat's KUnit suites (kunit/): swap an IA's connection
- * manager for a fake, remove its device, hold an EP's lock.  Built only
+ * manager for a fake, remove its device, hold its owner's or an EP's lock.  Built only
  * with CONFIG_KUNIT.
  */
 #include "kdat_conn.h"
