@@ -1162,6 +1162,7 @@ enum kdat_cm_send_what { KDAT_SEND_NONE, KDAT_SEND_ROUTE, KDAT_SEND_REQ, KDAT_SE
 
 struct kdat_cm_send {
 	enum kdat_cm_send_what what;
+	bool drop_id;			/* the id has nothing left to do for the EP */
 	struct rdma_conn_param param;	/* REQ */
 	u8 wire[KDAT_PDATA_WIRE_MAX];
 };
@@ -1297,17 +1298,13 @@ static enum kdat_ia_counter kdat_reject_reason(const struct kdat_ia *ia, const u
 }
 
 /*
- * A connection attempt that ended without a connection gives up its id:
- * returns 1 to have rdma_cm destroy it after this upcall.  Caller holds
- * ep->lock, in the id's handler; before: the state the event found.
+ * The EP gives up its id: returns 1 to have rdma_cm destroy it after this
+ * upcall.  Caller holds ep->lock, in the id's handler.
  */
-static int kdat_cm_attempt_over(struct kdat_ep *ep, struct rdma_cm_id *id, u32 before)
+static int kdat_cm_release_id(struct kdat_ep *ep, struct rdma_cm_id *id)
 {
 	lockdep_assert_held(&ep->lock);
 
-	if (!kdat_ep_state_ended(ep->state) ||
-	    (!kdat_ep_state_connecting(before) && !kdat_ep_state_accepting(before)))
-		return 0;
 	kdat_ep_detach_id(ep);
 	/*
 	 * A CM call outside ep->lock may be at work on the id (a
@@ -1319,6 +1316,21 @@ static int kdat_cm_attempt_over(struct kdat_ep *ep, struct rdma_cm_id *id, u32 b
 		return 0;
 	}
 	return 1;
+}
+
+/*
+ * A connection attempt that ended without a connection gives up its id
+ * (kdat_cm_release_id); before: the state the event found.  Caller holds
+ * ep->lock, in the id's handler.
+ */
+static int kdat_cm_attempt_over(struct kdat_ep *ep, struct rdma_cm_id *id, u32 before)
+{
+	lockdep_assert_held(&ep->lock);
+
+	if (!kdat_ep_state_ended(ep->state) ||
+	    (!kdat_ep_state_connecting(before) && !kdat_ep_state_accepting(before)))
+		return 0;
+	return kdat_cm_release_id(ep, id);
 }
 
 /*
@@ -1435,11 +1447,24 @@ static void kdat_cm_on_disconnected(struct kdat_ep *ep, struct rdma_cm_id *id,
 }
 
 /*
+ * The connection's time-wait is over.  Its id goes now, not at the EP's
+ * free: ib_cm keeps a live id IDLE and silently drops a DREQ that reaches
+ * it, so a peer whose DREP was lost would retry its DREQ into nothing until
+ * its retries ran out (about 100 s on rxe).  With no id ib_cm answers such a
+ * DREQ with a DREP itself.  The EP keeps its addresses (ep->local_addr).
+ */
+static void kdat_cm_on_timewait_exit(struct kdat_ep *ep, struct rdma_cm_id *id,
+				     struct rdma_cm_event *ev, struct kdat_cm_send *send)
+{
+	send->drop_id = kdat_ep_state_ended(ep->state);
+}
+
+/*
  * Every rdma_cm event an EP's id can get, and what it is to the EP: the
  * table's stimulus (a failure's read through kdat_ep_failure(): late, it is
  * the timeout's), and the event's own work, run first, which for the steps
  * of the active side's handshake and for a reject finds the stimulus itself.
- * An event not listed (TIMEWAIT_EXIT, ADDR_CHANGE) is nothing to the EP.
+ * An event not listed (ADDR_CHANGE) is nothing to the EP.
  */
 enum kdat_cm_use { KDAT_CM_IGNORED, KDAT_CM_STIMULUS, KDAT_CM_FAILURE, KDAT_CM_WORK };
 
@@ -1462,6 +1487,7 @@ static const struct {
 					 .work = kdat_cm_on_disconnected },
 	/* kdat's ib_client tears the IA down before rdma_cm gets here */
 	[RDMA_CM_EVENT_DEVICE_REMOVAL] = { KDAT_CM_STIMULUS, KDAT_EP_STIM_DEVICE_REMOVED },
+	[RDMA_CM_EVENT_TIMEWAIT_EXIT] = { .use = KDAT_CM_WORK, .work = kdat_cm_on_timewait_exit },
 };
 
 static_assert(KDAT_EP_STIM_COUNT <= U8_MAX);
@@ -1476,6 +1502,7 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 	u32 before, syncs;
 
 	send.what = KDAT_SEND_NONE;
+	send.drop_id = false;
 	if ((unsigned int)ev->event < ARRAY_SIZE(kdat_cm_event_map)) {
 		use = kdat_cm_event_map[ev->event].use;
 		stimulus = kdat_cm_event_map[ev->event].stimulus;
@@ -1501,7 +1528,8 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 		kdat_ep_step(ep, stimulus, NULL, 0);
 	else if (use == KDAT_CM_FAILURE)
 		kdat_ep_step(ep, kdat_ep_failure(ep, stimulus), NULL, 0);
-	destroy = kdat_cm_attempt_over(ep, id, before);
+	destroy = send.drop_id ? kdat_cm_release_id(ep, id) :
+				 kdat_cm_attempt_over(ep, id, before);
 	kdat_ep_rec_sync_since(ep, syncs);	/* addresses, IRD/ORD */
 	mutex_unlock(&ep->lock);
 	if (send.what != KDAT_SEND_NONE && kdat_cm_ep_sent(ep, id, ev, &send))

@@ -5,6 +5,7 @@ cards still up), and the peer powered off hard (no DREQ, no REJ, no FIN) or rebo
 Every EP must reach a terminal state within its own timeout or the CM's retry limit; each case
 records what it saw (fault x state -> event, time to the terminal state) in
 $KDAT_RESULTS/fault-matrix.jsonl, which README's fault matrix summarises."""
+import json
 import time
 
 import pytest
@@ -172,6 +173,57 @@ def test_connects_and_disconnects_complete_through_a_lossy_slow_or_reordering_wi
             assert b.m("ep_state", bep) == "DISCONNECTED"
     record(link, spec, f"{n} connects + disconnects", "ESTABLISHED, DISCONNECTED",
            (time.monotonic() - t0) / n)
+
+
+def cm_counter(link, group, msg):
+    """ib_cm's count of one kind of CM message on this host's port (cm_tx_msgs/dreq, ...)."""
+    with open(f"/sys/class/infiniband/{link.ibdev}/ports/1/{group}/{msg}") as f:
+        return int(f.read())
+
+
+def peer_ids_of(peer, link, port):
+    """The peer's cm_ids on `port` (its side of connections to this host; rdma res there)."""
+    out = peer.sh("rdma -j res show cm_id")["out"]
+    return [i for i in json.loads(out) if i.get("src-addr", "").endswith(f":{port}")
+            and i.get("dst-addr", "").startswith(link.self_addr + ":")]
+
+
+@pytest.mark.parametrize("link", ["roce"], indirect=True)
+def test_a_graceful_disconnect_whose_drep_is_lost_ends_with_the_peers_next_drep(
+        link, peer, remote, netem, kdat_module, kernel_log):
+    """The peer's DREP is lost.  Our DREQ's retries must still get one: the peer's EP gives up
+    its id when the time-wait ends, and ib_cm answers a DREQ for no id with a DREP.  (ib_cm
+    silently drops a DREQ that finds an idle id, so an EP that kept its id would leave us
+    retrying into nothing until the CM's DREQ retry limit, about 100 s.)  RoCE only: on iWARP
+    the disconnect is TCP's."""
+    b = remote()
+    port = next_port()
+    with Kdat() as k:
+        evd, ep, bep = connected(k, link, b, port)
+        rx_drep = cm_counter(link, "cm_rx_msgs", "drep")
+        retries = cm_counter(link, "cm_tx_retries", "dreq")
+        assert peer_ids_of(peer, link, port)
+        netem("loss 100%", here=False)          # everything the peer sends is lost
+        t0 = time.monotonic()
+        k.ep_disconnect(ep, graceful=True)
+        b.m("expect_event", b.evd, "CONNECTION_EVENT_DISCONNECTED", 10_000_000)
+        assert b.m("ep_state", bep) == "DISCONNECTED"
+        # its DREP lost, the peer's time-wait (twice the packet lifetime) ends: its id goes
+        deadline = time.monotonic() + 30
+        while peer_ids_of(peer, link, port):
+            assert time.monotonic() < deadline, "the peer's EP kept its id after the time-wait"
+            time.sleep(0.5)
+        assert k.ep_state(ep) == "DISCONNECT_PENDING"
+        netem("delay 0ms", here=False)          # the wire heals
+        ev, _ = timed_event(k, evd, 120)
+        took = time.monotonic() - t0
+        assert ev is not None and ev.name == "CONNECTION_EVENT_DISCONNECTED", ev
+        assert k.ep_state(ep) == "DISCONNECTED"
+        # ended by a DREP (not by the CM giving up on its DREQ), at the next retry or so
+        assert cm_counter(link, "cm_rx_msgs", "drep") > rx_drep
+        assert cm_counter(link, "cm_tx_retries", "dreq") - retries <= 3, took
+        assert b.m("ep_state", bep) == "DISCONNECTED"
+    record(link, "peer's DREP lost", "graceful disconnect here", ev.name, took)
 
 
 # ---- the peer powered off hard, and rebooted ----------------------------------------------------
