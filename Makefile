@@ -86,7 +86,8 @@ test-debug: debug-modules
 
 # The two-host lane alone: two guests joined by a virtual wire (scripts/vm-pair), Soft-RoCE and
 # soft-iWARP on it, faults injected with tc netem and hard power-offs (tests/wire/).
-test-wire: all
+# KDAT_WIRE_DEBUG=1: both guests on the debug kernel, checked for leaks at the end.
+test-wire: all $(if $(filter 1,$(KDAT_WIRE_DEBUG)),debug-modules)
 	scripts/run-tests --wire-only $(PYTEST_ARGS)
 
 guest-shell: all
