@@ -19,7 +19,7 @@ fails), and nothing of dapl2-utils is left running after a case or the module.
 
 On the debug kernel (KDAT_DEBUG_KERNEL=1, several times slower) only the cases marked `debug=True`
 run, with longer timeouts: those that test_dapl_provider.py (which runs on both kernels) does not
-already cover -- dapltest -T P and -T F, dtestsrq, dtestx."""
+already cover -- dapltest -T P and -T F, dtestx (dtestsrq races there: see its case)."""
 import os
 import re
 import signal
@@ -290,8 +290,13 @@ CASES = [
     _dtestcm("-multi-psp-wait", 40, 22120, "-m", "-b", "10", "-w"),
     Case("dtestcm-ud", "dtestcm", "pair", ("-v", "-u", "-c", "4", "-p", "22140"),
          verdicts=("DAPL Connection Test Complete",)),
-    # dtestsrq: -S 0 is its RC test without an SRQ; by default it uses one
-    _dtestsrq("-no-srq", 1, 22200, "-S", "0", debug=True),
+    # dtestsrq: -S 0 is its RC test without an SRQ; by default it uses one.  Not on the debug
+    # kernel: its server waits for the completion of its last send while the client, once it
+    # has that message, disconnects at once; rxe posts the receive's completion before it sends
+    # the ACK, and on a fully preemptible kernel the client's QP can go to error in between, so
+    # the ACK is dropped and the server's send flushed.  Measured there, 20 runs each:
+    # libdaplofa 3 failed, kdat 0 (and 1 in a CI run); the same error from both.
+    _dtestsrq("-no-srq", 1, 22200, "-S", "0"),
     _dtestsrq("-no-srq-2x2", 2, 22210, "-S", "0", "-B", "2"),
     # (libdaplofa hangs here on rxe: a short timeout)
     Case("dtestsrq-srq", "dtestsrq", "pair", ("-c", "1", "-p", "22220"),
