@@ -161,8 +161,10 @@ def _show(label, rc, out):
 
 # dapltest -T T over kdat with kdat on iWARP failed 2 of 14 runs by hand (2026-11-27: once its
 # own 10 s window for the test connections to report ready was missed, once the client did not
-# end in 60 s), where libdaplofa passed: not asserted until that is understood (README, "Where
-# iWARP differs").
+# end in 60 s), where libdaplofa passed.  The first is a siw race (README, "Where iWARP differs"):
+# an FPDU that reaches the responder between siw_accept's MPA reply and its hand-over of the
+# socket to the QP stays unread, and kdat's provider sends first sooner than libdaplofa does.
+# Not asserted while Debian's siw has that race.
 NOT_YET = {("iwarp", "dapltest")}
 # dtest's and dtestcm's clients check the private data of their CONNECTED events, so a framed
 # kdat server's reaches a libdaplofa client with kdat's header in front (`pdata=raw` is for that):
