@@ -44,9 +44,15 @@ module_param(pdata, charp, 0444);
 static bool data;
 module_param(data, bool, 0444);
 MODULE_PARM_DESC(data, "exchange data (send/recv, RDMA write and read) once connected");
-static int verified, dto_errors;
+static int verified, dto_errors, sends_done, recvs_done;
 module_param(verified, int, 0444);
 module_param(dto_errors, int, 0444);
+/* Completed sends and receives: show where an exchange stopped. */
+module_param(sends_done, int, 0444);
+module_param(recvs_done, int, 0444);
+/* Server: messages answered on ESTABLISHED because they came before it. */
+static int late_answers;
+module_param(late_answers, int, 0444);
 static bool flush_test;
 module_param(flush_test, bool, 0444);
 static int flushed_before_disconnect, flushed_after_disconnect;
@@ -107,6 +113,11 @@ struct echo_conn {
 	struct kdat_lmr *rx_lmr, *tx_lmr, *buf_lmr, *rb_lmr;
 	struct kdat_rmr *rmr;
 	struct echo_msg peer;			/* server: the client's window */
+	/*
+	 * Server: the client's message can complete before the EP's ESTABLISHED
+	 * (its RTU is still on the way); posts wait for CONNECTED.
+	 */
+	bool established, write_pending;
 };
 
 static LIST_HEAD(conns);
@@ -332,6 +343,28 @@ static void flush_test_event(const struct kdat_event_info *ev)
 	}
 }
 
+/* Server: write the pattern into the client's window. */
+static void server_write(struct echo_conn *c)
+{
+	struct kdat_iov iov = { .lmr = c->buf_lmr,
+		.length = min_t(u32, ECHO_BUF, le32_to_cpu(c->peer.length)) };
+
+	if (kdat_ep_post_rdma_write(c->ep, &iov, 1, C_WRITE, le64_to_cpu(c->peer.addr),
+				    le32_to_cpu(c->peer.rkey)))
+		dto_errors++;
+}
+
+/* Server: connected; answer a message that came before the event. */
+static void server_established(struct echo_conn *c)
+{
+	c->established = true;
+	if (c->write_pending) {
+		c->write_pending = false;
+		late_answers++;
+		server_write(c);
+	}
+}
+
 /* One data transfer completion, on either side. */
 static void echo_dto(const struct kdat_event_info *ev)
 {
@@ -351,6 +384,7 @@ static void echo_dto(const struct kdat_event_info *ev)
 			dto_errors++;
 		break;
 	case C_RECV:
+		recvs_done++;
 		kdat_lmr_sync_for_cpu(c->rx_lmr);
 		if (le32_to_cpu(c->rx->magic) != ECHO_MAGIC) {
 			dto_errors++;
@@ -358,12 +392,10 @@ static void echo_dto(const struct kdat_event_info *ev)
 		}
 		if (server) {
 			c->peer = *c->rx;
-			iov = (struct kdat_iov){ .lmr = c->buf_lmr,
-				.length = min_t(u32, ECHO_BUF, le32_to_cpu(c->peer.length)) };
-			if (kdat_ep_post_rdma_write(c->ep, &iov, 1, C_WRITE,
-						    le64_to_cpu(c->peer.addr),
-						    le32_to_cpu(c->peer.rkey)))
-				dto_errors++;
+			if (c->established)
+				server_write(c);
+			else
+				c->write_pending = true;
 		} else if (le32_to_cpu(c->rx->done)) {
 			u32 i, bad = 0;
 
@@ -395,8 +427,11 @@ static void echo_dto(const struct kdat_event_info *ev)
 		if (conn_send(c))
 			dto_errors++;
 		break;
+	case C_SEND:
+		sends_done++;
+		break;
 	default:
-		break;	/* C_SEND */
+		break;
 	}
 }
 
@@ -464,6 +499,8 @@ static void echo_event_work(struct work_struct *work)
 					graceful_test_start();
 				else
 					kdat_ep_disconnect(client_ep, KDAT_CLOSE_GRACEFUL);
+			} else if (data && conn_find(ev->ep)) {
+				server_established(conn_find(ev->ep));
 			}
 			break;
 		case KDAT_DAT_DTO_COMPLETION_EVENT:

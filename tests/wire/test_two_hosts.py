@@ -110,10 +110,15 @@ def peer_echo(peer):
     def param(name):
         return peer.sh(f"cat /sys/module/kdat_echo/parameters/{name}")["out"].strip()
 
+    def unload():
+        if loaded:
+            loaded.clear()
+            peer.sh("rmmod kdat_echo")      # raises if it fails
+
     load.param = param
+    load.unload = unload
     yield load
-    if loaded:
-        peer.sh("rmmod kdat_echo")
+    unload()
 
 
 def test_a_user_here_is_served_by_the_kernel_echo_on_the_peer(link, peer_echo, kdat_module,
@@ -131,29 +136,65 @@ def test_a_user_here_is_served_by_the_kernel_echo_on_the_peer(link, peer_echo, k
     assert peer_echo.param("accepted") == "1"
 
 
-def test_the_kernel_echo_here_exchanges_data_with_the_kernel_echo_on_the_peer(link, peer_echo,
-                                                                              kdat_module,
-                                                                              kernel_log):
-    """Kernel consumers on both hosts: send/recv, RDMA write and read over the wire."""
+# siw's accept race (README, "Where iWARP differs"): the responder's siw sends the MPA reply before
+# it hands the socket to the QP, and a first FPDU that lands in between sits unread until more data
+# comes. The echo's client sends first and then waits, so the exchange stops there: the client's
+# send completed, the peer's receive never did. Only that signature is retried, on iWARP only.
+SIW_ACCEPT_RACE_TRIES = 4
+ECHO_NAMES = ("verified", "dto_errors", "established", "failed", "last_event", "peer_pdata",
+              "sends_done", "recvs_done", "late_answers")
+
+
+def _siw_accept_race(here, there):
+    return (here["established"] == "1" and there["established"] == "1"
+            and int(here["sends_done"]) >= 1 and there["recvs_done"] == "0"
+            and here["dto_errors"] == "0" and there["dto_errors"] == "0")
+
+
+def _echo_exchange(link, peer_echo):
+    """One connection of the kernel echo here to the one on the peer, with data; both unloaded
+    after. Returns what each side recorded."""
     port = next_port()
     peer_echo(ia_name=link.peer_addr, listen_port=port, data=1)
     guest.run("insmod", ECHO_KO, f"ia_name={link.self_addr}", f"connect_addr={link.peer_addr}",
               f"connect_port={port}", "data=1", "pdata=kernelA")
     try:
-        # the client (here) verified the server's RDMA write; the server its RDMA read back
         end = time.monotonic() + 30
+        stalled_since = None
         while time.monotonic() < end and echo_param("verified") == "0":
             time.sleep(0.2)
-        names = ("verified", "dto_errors", "established", "failed", "last_event", "peer_pdata")
-        here = {n: echo_param(n) for n in names}
-        there = {n: peer_echo.param(n) for n in names}
-        assert here["verified"] == "1", f"here: {here}, on the peer: {there}"
-        assert here["dto_errors"] == "0", f"here: {here}, on the peer: {there}"
-        assert peer_echo.param("verified") == "1"
-        assert peer_echo.param("dto_errors") == "0"
+            if echo_param("sends_done") != "0" and peer_echo.param("recvs_done") == "0":
+                stalled_since = stalled_since or time.monotonic()
+                if time.monotonic() - stalled_since > 5:     # a round trip takes well under 1 s
+                    break
+            else:
+                stalled_since = None
+        here = {n: echo_param(n) for n in ECHO_NAMES}
+        there = {n: peer_echo.param(n) for n in ECHO_NAMES}
     finally:
         r = guest.unload_module("kdat_echo")
         assert r.returncode == 0, r.stderr
+        peer_echo.unload()
+    return here, there
+
+
+def test_the_kernel_echo_here_exchanges_data_with_the_kernel_echo_on_the_peer(link, peer_echo,
+                                                                              kdat_module,
+                                                                              kernel_log):
+    """Kernel consumers on both hosts: send/recv, RDMA write and read over the wire."""
+    tries = SIW_ACCEPT_RACE_TRIES if link.name == "iwarp" else 1
+    for attempt in range(1, tries + 1):
+        here, there = _echo_exchange(link, peer_echo)
+        if here["verified"] == "1" or not _siw_accept_race(here, there) or attempt == tries:
+            break
+        print(f"attempt {attempt}: siw's accept race stopped the exchange: here {here}, "
+              f"on the peer {there}")
+    # the client (here) verified the server's RDMA write; the server its RDMA read back
+    assert here["verified"] == "1", f"attempt {attempt}: here: {here}, on the peer: {there}"
+    assert here["dto_errors"] == "0", f"here: {here}, on the peer: {there}"
+    assert there["verified"] == "1", f"here: {here}, on the peer: {there}"
+    assert there["dto_errors"] == "0", f"here: {here}, on the peer: {there}"
+    assert here["sends_done"] == "1" and there["recvs_done"] == "1", (here, there)
 
 
 def echo_param(name):
