@@ -181,12 +181,27 @@ def _show(label, rc, out):
 NOT_YET = {("iwarp", "dapltest")}
 # dtest's and dtestcm's clients check the private data of their CONNECTED events, so a framed
 # kdat server's reaches a libdaplofa client with kdat's header in front (`pdata=raw` is for that):
-# what each says.  On iWARP dtest's client ends with CONNECT_ERROR -22 instead, a symptom
-# libdaplofa once showed against itself there too (CI, 2026-11-27): that pairing is not judged
-# there; dtestcm's says the same on both wires.
+# what each says.  On iWARP dtest's client ends with CONNECT_ERROR -22 instead (every run of a
+# loop of 8, 2026-11-27): siw's refusal of an FPDU that came with the MPA reply (below), so that
+# pairing is not judged there; dtestcm's says the same on both wires.
 FRAMED_SERVER_MISMATCH = {"dtest": "Error with CONNECT event private data",
                           "dtestcm": "ERR CONN event pdata"}
 FRAMED_SERVER_NOT_JUDGED = {("iwarp", "dtest")}
+
+
+# dtest's server sends as soon as it is CONNECTED, which MPA does not allow a responder before the
+# initiator's first FPDU (RFC 5044; siw has no RTR). If that FPDU reaches the initiator before siw
+# has read the MPA reply, siw reads both, calls it a protocol error and fails the connect
+# (siw_recv_mpa_rr -> -EPROTO -> CONNECT_ERROR -22): the client never connects, the server saw
+# CONNECTED and its receives flushed. Seen with either provider on either side (README, "Where
+# iWARP differs"); only that signature is tried again, on iWARP only.
+MPA_EARLY_FPDU_TRIES = 4
+
+
+def _mpa_early_fpdu(server, client):
+    return ("CONNECTED!" in server[1] and "CONNECTED!" not in client[1]
+            and ("status=-22" in client[1]
+                 or "DAT_CONNECTION_EVENT_NON_PEER_REJECTED" in client[1]))
 
 
 @pytest.mark.parametrize("program", sorted(PROGRAMS))
@@ -194,10 +209,16 @@ def test_dapl_programs_pass_across_the_wire_wherever_libdaplofa_passes(dat_conf,
                                                                        program, kernel_log):
     if (link.name, program) in NOT_YET:
         pytest.skip(f"{program} over kdat on {link.name}: intermittent, see NOT_YET")
+    tries = MPA_EARLY_FPDU_TRIES if (link.name, program) == ("iwarp", "dtest") else 1
     outcomes = {}
     for server_provider, client_provider in PAIRINGS:
-        outcomes[(server_provider, client_provider)] = run_pair(
-            peer, link, program, server_provider, client_provider)
+        for attempt in range(1, tries + 1):
+            outcome = run_pair(peer, link, program, server_provider, client_provider)
+            if outcome[0] or attempt == tries or not _mpa_early_fpdu(outcome[1], outcome[2]):
+                break
+            print(f"{server_provider}->{client_provider}: attempt {attempt} met siw's refusal "
+                  f"of an FPDU that came with the MPA reply")
+        outcomes[(server_provider, client_provider)] = outcome
     summary = ", ".join(f"{sp}->{cp} {'pass' if o[0] else 'FAIL'}"
                         for (sp, cp), o in outcomes.items())
     control_ok, control_server, control_client = outcomes[("ofa", "ofa")]
