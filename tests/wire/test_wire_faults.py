@@ -63,6 +63,40 @@ def test_a_partition_while_connecting_times_out_at_the_consumers_timeout(link, r
     record(link, "partition", "connecting: the owner's close after TIMED_OUT", "closed", took)
 
 
+def test_a_dup_connect_across_a_partition_times_out_and_the_connection_it_copies_stays(
+        link, remote, netem, kdat_module, kernel_log):
+    """dat_ep_dup_connect (seed 000) to the remote end of a connection whose wire is cut: the
+    request goes unanswered and the consumer's timeout ends it (TIMED_OUT); the connection it
+    copied, idle, notices nothing, and an abrupt disconnect ends it at once."""
+    b = remote()
+    with Kdat() as k:
+        evd, ep, _ = connected(k, link, b)
+        ia = k.ia_open(link.netdev)
+        evd2 = k.evd_create(ia, 16)
+        dup = k.ep_create(ia, evd2)
+        partition(netem)
+        t0 = time.monotonic()
+        k.ep_dup_connect(dup, ep, CONNECT_TIMEOUT_US)
+        ev, _ = timed_event(k, evd2, 60)
+        took = time.monotonic() - t0
+        assert ev is not None and ev.name == "CONNECTION_EVENT_TIMED_OUT", ev
+        assert k.ep_state(dup) == "DISCONNECTED"
+        assert took >= CONNECT_TIMEOUT_US / 1e6 * 0.95, took
+        assert took < CONNECT_TIMEOUT_US / 1e6 + 5, took
+        record(link, "partition", "dup_connect", ev.name, took)
+        b.m("expect_no_event", b.crevd, 300_000)
+        k.expect_no_event(evd, 300_000)
+        assert k.ep_state(ep) == "CONNECTED"
+        t0 = time.monotonic()
+        k.ep_disconnect(ep)
+        ev, _ = timed_event(k, evd, 120)
+        assert ev is not None and ev.name == "CONNECTION_EVENT_DISCONNECTED", ev
+        assert time.monotonic() - t0 < 5
+    # as after a timed-out connect: siw lets go of the attempt's id when TCP gives up on the SYN
+    took = time.monotonic() - t0
+    assert took < 30, took
+
+
 def test_a_host_that_does_not_answer_at_all_is_unreachable(link, remote, netem, kdat_module,
                                                            kernel_log):
     """Nothing answers, not even address resolution (the neighbour entry flushed, the wire cut):
@@ -255,6 +289,14 @@ def test_the_peer_powered_off_hard_in_each_state(link, peer, remote, kdat_module
         took = time.monotonic() - t0
         assert ev is not None and ev.name == "CONNECTION_EVENT_TIMED_OUT", ev
         record(link, "peer powered off", "connecting", ev.name, took)
+        # dat_ep_dup_connect to the dark host's end of a connection: no answer either
+        ep4 = k.ep_create(ia, evd3)
+        t0 = time.monotonic()
+        k.ep_dup_connect(ep4, ep2, CONNECT_TIMEOUT_US)
+        ev, _ = timed_event(k, evd3, 60)
+        took = time.monotonic() - t0
+        assert ev is not None and ev.name == "CONNECTION_EVENT_TIMED_OUT" and ev.ep == ep4, ev
+        record(link, "peer powered off", "dup_connect", ev.name, took)
         t0 = time.monotonic()
         k.ep_disconnect(ep2)
         ev, _ = timed_event(k, evd2, 120)
