@@ -27,6 +27,18 @@ def timed_event(k, evd, timeout_s):
     return ev, time.monotonic() - t0
 
 
+def ends_timed_out_at_its_timeout(k, evd, ep, t0):
+    """ep's connect (started at t0, CONNECT_TIMEOUT_US) ends TIMED_OUT, DISCONNECTED: not before
+    the timeout, soon after it (the timer, not a CM retry limit, ended it).  Returns the seconds."""
+    ev, _ = timed_event(k, evd, 60)
+    took = time.monotonic() - t0
+    assert ev is not None and ev.name == "CONNECTION_EVENT_TIMED_OUT", ev
+    assert k.ep_state(ep) == "DISCONNECTED"
+    assert took >= CONNECT_TIMEOUT_US / 1e6 * 0.95, took
+    assert took < CONNECT_TIMEOUT_US / 1e6 + 5, took
+    return took
+
+
 # ---- a partition, in each connection state ----------------------------------------------------
 
 def test_a_partition_while_connecting_times_out_at_the_consumers_timeout(link, remote, netem,
@@ -45,14 +57,8 @@ def test_a_partition_while_connecting_times_out_at_the_consumers_timeout(link, r
         partition(netem)
         t0 = time.monotonic()
         k.ep_connect(ep, link.peer_addr, port, CONNECT_TIMEOUT_US)
-        ev, _ = timed_event(k, evd, 60)
-        took = time.monotonic() - t0
-        assert ev is not None and ev.name == "CONNECTION_EVENT_TIMED_OUT", ev
-        assert k.ep_state(ep) == "DISCONNECTED"
-        # not before the timeout; soon after it (the timer, not a CM retry limit, ended it)
-        assert took >= CONNECT_TIMEOUT_US / 1e6 * 0.95, took
-        assert took < CONNECT_TIMEOUT_US / 1e6 + 5, took
-        record(link, "partition", "connecting (peer known)", ev.name, took)
+        took = ends_timed_out_at_its_timeout(k, evd, ep, t0)
+        record(link, "partition", "connecting (peer known)", "CONNECTION_EVENT_TIMED_OUT", took)
         b.m("expect_no_event", b.crevd, 300_000)
         # the timed-out attempt's id is released once the transport lets go of it: at once on
         # RoCE (a REJ is sent into the cut), on siw when its blocking TCP connect gives up
@@ -77,13 +83,8 @@ def test_a_dup_connect_across_a_partition_times_out_and_the_connection_it_copies
         partition(netem)
         t0 = time.monotonic()
         k.ep_dup_connect(dup, ep, CONNECT_TIMEOUT_US)
-        ev, _ = timed_event(k, evd2, 60)
-        took = time.monotonic() - t0
-        assert ev is not None and ev.name == "CONNECTION_EVENT_TIMED_OUT", ev
-        assert k.ep_state(dup) == "DISCONNECTED"
-        assert took >= CONNECT_TIMEOUT_US / 1e6 * 0.95, took
-        assert took < CONNECT_TIMEOUT_US / 1e6 + 5, took
-        record(link, "partition", "dup_connect", ev.name, took)
+        took = ends_timed_out_at_its_timeout(k, evd2, dup, t0)
+        record(link, "partition", "dup_connect", "CONNECTION_EVENT_TIMED_OUT", took)
         b.m("expect_no_event", b.crevd, 300_000)
         k.expect_no_event(evd, 300_000)
         assert k.ep_state(ep) == "CONNECTED"
