@@ -212,6 +212,11 @@ def test_dapl_programs_pass_across_the_wire_wherever_libdaplofa_passes(dat_conf,
     tries = MPA_EARLY_FPDU_TRIES if (link.name, program) == ("iwarp", "dtest") else 1
     outcomes = {}
     for server_provider, client_provider in PAIRINGS:
+        # not judged there, and a framed kdat server that lost its client that way can keep
+        # dtest's fixed PSP busy for the next pairing's server (DAT_CONN_QUAL_IN_USE): not run
+        if ((server_provider, client_provider) == ("kdat", "ofa")
+                and (link.name, program) in FRAMED_SERVER_NOT_JUDGED):
+            continue
         for attempt in range(1, tries + 1):
             outcome = run_pair(peer, link, program, server_provider, client_provider)
             if outcome[0] or attempt == tries or not _mpa_early_fpdu(outcome[1], outcome[2]):
