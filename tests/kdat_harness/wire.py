@@ -4,7 +4,8 @@ B serves on its control link (never faulted) one JSON line per request and per a
   {"op": "sh", "cmd": "...", "timeout": s}        -> {"rc", "out", "err"} (a shell command)
   {"op": "spawn", "cmd": "..."}                   -> {"id"} (a background shell command)
   {"op": "wait", "id": n, "timeout": s}           -> {"rc", "out", "err"} (rc null: still running)
-  {"op": "kill", "id": n}                         -> {} (SIGKILL to its process group)
+  {"op": "kill", "id": n}                         -> {} (SIGKILL to every process of its session,
+                                                      answered once they have all exited)
   {"op": "agent", "env": {...}}                   -> the connection becomes an Agent (agent.py):
         a process of B with its own /dev/kdat file and an IA on env's KDAT_TEST_ADDR, serving
         Kdat method calls; it is killed when the connection closes.
@@ -108,9 +109,38 @@ class _Server(socketserver.ThreadingTCPServer):
 
     def op_kill(self, req):
         p = self.jobs[req["id"]]
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
+        kill_session(p.pid)
+        p.wait()
         return {}
+
+
+def _session_of(pid):
+    """pid's session, or None once it has exited (a zombie has released its files)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in "ZX" else int(fields[3])
+
+
+def kill_session(sid, timeout=30):
+    """SIGKILL to every process of session sid, until none is left.  Not killpg: coreutils
+    `timeout` puts itself and its command in a process group of their own, which killpg of the
+    shell's group misses -- a killed dtest server kept listening (and its port in use) until its
+    own timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = [int(d) for d in os.listdir("/proc") if d.isdigit() and _session_of(int(d)) == sid]
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    raise TimeoutError(f"session {sid} still has processes {timeout} s after SIGKILL")
 
 
 def serve(host):

@@ -29,6 +29,20 @@ def test_both_wires_carry_ip_and_each_has_its_rdma_device_on_both_hosts(link, pe
         "1: CA" if kind == "rxe" else "4: RNIC")
 
 
+def test_a_killed_job_on_the_peer_leaves_no_process_behind(peer):
+    """The harness's kill ends the whole job, also what `timeout` runs in a process group of its
+    own (every DAPL program on the peer runs so): a server it missed kept its port until then."""
+    job = peer.spawn("timeout 120 sleep 117 & timeout 120 sleep 118; wait")
+    deadline = time.monotonic() + 10
+    while peer.sh("pgrep -c -f '^sleep 11[78]$'", check=False)["out"].strip() != "2":
+        assert time.monotonic() < deadline, "the job's two commands did not start"
+        time.sleep(0.1)
+    peer.kill(job)
+    # zombies (state Z) have exited; anything else is still running
+    assert peer.sh("ps -eo stat=,args= | grep -E '^[^Z]+ (timeout 120 )?sleep 11[78]$' || true")[
+        "out"].strip() == ""
+
+
 def test_a_user_here_connects_to_a_user_on_the_peer_with_private_data(link, remote, kdat_module,
                                                                        kernel_log):
     b = remote()
