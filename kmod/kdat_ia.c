@@ -219,6 +219,8 @@ kdat_ret_t kdat_ia_query(struct kdat_ia *ia, struct kdat_ia_info *info)
 	info->max_evd_qlen = KDAT_MAX_EVD_QLEN;
 	info->max_dtos = ia->ibdev->attrs.max_qp_wr;
 	info->max_iov = ia->ibdev->attrs.max_send_sge;
+	info->max_rdma_read_iov = min_t(u32, ia->ibdev->attrs.max_sge_rd,
+					 ia->ibdev->attrs.max_send_sge);
 	info->supported_qos = KDAT_DAT_QOS_BEST_EFFORT;
 out:
 	mutex_unlock(&ctx->lock);

@@ -85,17 +85,24 @@ void kdat_sgl_sync_for_device(struct kdat_ia *ia, struct kdat_sgl *sgl)
 }
 EXPORT_SYMBOL_GPL(kdat_sgl_sync_for_device);
 
+/* A part of a post completed; the post's last part tells the consumer, once. */
 static void kdat_cqe_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct kdat_cqe *cqe = container_of(wc->wr_cqe, struct kdat_cqe, ib);
 	struct kdat_ep *ep = cq->cq_context;
-	struct kdat_completion c = {
-		.dto_status = kdat_dto_status(wc->status),
-		.byte_len = cqe->recv ? wc->byte_len : cqe->length,
-	};
+	struct kdat_completion c = {};
 	bool recv = cqe->recv;
+	u32 status;
 
-	if (recv && wc->status == IB_WC_SUCCESS && (wc->wc_flags & IB_WC_WITH_INVALIDATE))
+	if (wc->status != IB_WC_SUCCESS)
+		cmpxchg(&cqe->wc_status, IB_WC_SUCCESS, wc->status);
+	/* fully ordered: the other parts' wc_status is seen below */
+	if (!atomic_dec_and_test(&cqe->parts))
+		return;
+	status = READ_ONCE(cqe->wc_status);
+	c.dto_status = kdat_dto_status(status);
+	c.byte_len = recv ? wc->byte_len : cqe->length;
+	if (recv && status == IB_WC_SUCCESS && (wc->wc_flags & IB_WC_WITH_INVALIDATE))
 		c.invalidated_rkey = wc->ex.invalidate_rkey;
 	/* done() may reuse the cqe at once: read nothing from it after */
 	cqe->done(cqe, &c);
@@ -103,28 +110,48 @@ static void kdat_cqe_done(struct ib_cq *cq, struct ib_wc *wc)
 		kdat_ep_send_done(ep);
 }
 
-/* The SGEs of a mapped scatterlist, at most max of them; returns how many, or -1. */
-static int kdat_sgl_sges(struct kdat_ep *ep, const struct kdat_sgl *sgl, struct ib_sge *sge,
-			 u32 max)
+/* Up to max SGEs of sgl's DMA segments from *pos on; advances *pos past them; returns the bytes. */
+static u32 kdat_sgl_sges(struct kdat_ep *ep, const struct kdat_sgl *sgl, struct scatterlist **pos,
+			 int *left, struct ib_sge *sge, u32 max, int *n)
 {
-	struct scatterlist *s;
-	int i;
+	u32 bytes = 0;
 
-	if (!sgl)
-		return 0;
-	if (sgl->dma_nents <= 0 || sgl->dma_nents > max)
-		return -1;
-	for_each_sg(sgl->sg, s, sgl->dma_nents, i) {
-		sge[i].addr = sg_dma_address(s);
-		sge[i].length = sg_dma_len(s);
-		sge[i].lkey = ep->ia->local_dma_lkey;
+	for (*n = 0; *left > 0 && (u32)*n < max; (*n)++, (*left)--, *pos = sg_next(*pos)) {
+		sge[*n].addr = sg_dma_address(*pos);
+		sge[*n].length = sg_dma_len(*pos);
+		sge[*n].lkey = ep->ia->local_dma_lkey;
+		bytes += sg_dma_len(*pos);
 	}
-	return sgl->dma_nents;
+	return bytes;
 }
 
 static kdat_ret_t kdat_sgl_refused(struct kdat_ep *ep)
 {
 	return kdat_err(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(READ_ONCE(ep->state)));
+}
+
+static const enum ib_wr_opcode kdat_sgl_opcode[] = {
+	[KDAT_SGL_SEND] = IB_WR_SEND,
+	[KDAT_SGL_SEND_INV] = IB_WR_SEND_WITH_INV,
+	[KDAT_SGL_RDMA_WRITE] = IB_WR_RDMA_WRITE,
+	[KDAT_SGL_RDMA_READ] = IB_WR_RDMA_READ,
+};
+
+/*
+ * Some parts of a post went out, the rest did not: the posted ones may still
+ * move the consumer's pages, so the post stands and done() reports it failed
+ * once they completed -- unless they all completed already, then nothing
+ * moves the pages any more and the post fails here, without a done().
+ */
+static kdat_ret_t kdat_sgl_post_cut(struct kdat_ep *ep, struct kdat_cqe *cqe, u32 unposted,
+				    int err)
+{
+	cmpxchg(&cqe->wc_status, IB_WC_SUCCESS,
+		err == -ESHUTDOWN ? IB_WC_WR_FLUSH_ERR : IB_WC_LOC_QP_OP_ERR);
+	if (!atomic_sub_and_test(unposted, &cqe->parts))
+		return KDAT_DAT_SUCCESS;
+	kdat_ep_send_done(ep);
+	return kdat_post_failed(ep, err);
 }
 
 kdat_ret_t kdat_ep_post_sgl(struct kdat_ep *ep, enum kdat_sgl_op op, struct kdat_sgl *sgl,
@@ -133,8 +160,10 @@ kdat_ret_t kdat_ep_post_sgl(struct kdat_ep *ep, enum kdat_sgl_op op, struct kdat
 	struct ib_sge sge[KDAT_SGL_MAX_SGES];
 	struct ib_rdma_wr rdma = {};
 	struct ib_send_wr *wr = &rdma.wr;
-	u32 max = min_t(u32, ep->attr.max_request_iov, KDAT_SGL_MAX_SGES);
-	int n, err;
+	u32 max = min_t(u32, ep->attr.max_request_iov, KDAT_SGL_MAX_SGES), parts = 1, i;
+	bool rdma_op = op == KDAT_SGL_RDMA_WRITE || op == KDAT_SGL_RDMA_READ;
+	struct scatterlist *pos = sgl ? sgl->sg : NULL;
+	int left = sgl ? sgl->dma_nents : 0, err = 0;
 
 	if (!cqe || !cqe->done || op > KDAT_SGL_RDMA_READ)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
@@ -145,43 +174,43 @@ kdat_ret_t kdat_ep_post_sgl(struct kdat_ep *ep, enum kdat_sgl_op op, struct kdat
 		if (!READ_ONCE(ep->ord))
 			return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG1);
 	}
-	if ((op == KDAT_SGL_RDMA_READ || op == KDAT_SGL_RDMA_WRITE) && !sgl)
+	if (rdma_op && !sgl)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
-	n = kdat_sgl_sges(ep, sgl, sge, max);
-	if (n < 0)
+	if (sgl && (left <= 0 || !max || (!rdma_op && left > max)))
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
+	if (rdma_op)
+		parts = DIV_ROUND_UP(left, max);
 	cqe->ib.done = kdat_cqe_done;
 	cqe->recv = 0;
 	cqe->length = sgl ? sgl->length : 0;
+	cqe->wc_status = IB_WC_SUCCESS;
+	atomic_set(&cqe->parts, parts);
 	wr->wr_cqe = &cqe->ib;
 	wr->sg_list = sge;
-	wr->num_sge = n;
 	wr->send_flags = IB_SEND_SIGNALED;
-	switch (op) {
-	case KDAT_SGL_SEND:
-		wr->opcode = IB_WR_SEND;
-		break;
-	case KDAT_SGL_SEND_INV:
-		wr->opcode = IB_WR_SEND_WITH_INV;
+	wr->opcode = kdat_sgl_opcode[op];
+	if (op == KDAT_SGL_SEND_INV)
 		wr->ex.invalidate_rkey = rkey;
-		break;
-	case KDAT_SGL_RDMA_WRITE:
-		wr->opcode = IB_WR_RDMA_WRITE;
-		break;
-	case KDAT_SGL_RDMA_READ:
-		wr->opcode = IB_WR_RDMA_READ;
-		break;
-	}
-	rdma.remote_addr = remote_addr;
 	rdma.rkey = rkey;
+	rdma.remote_addr = remote_addr;
 	WRITE_ONCE(ep->ever_posted, true);
 	atomic_inc(&ep->sends_in_flight);
-	err = kdat_qp_post_send(ep, wr);
-	if (err) {
-		atomic_dec(&ep->sends_in_flight);
-		return kdat_post_failed(ep, err);
+	for (i = 0; i < parts; i++) {
+		int n;
+		u32 bytes = kdat_sgl_sges(ep, sgl, &pos, &left, sge, max, &n);
+
+		wr->num_sge = n;
+		err = kdat_qp_post_send(ep, wr);
+		if (err)
+			break;
+		rdma.remote_addr += bytes;
 	}
-	return KDAT_DAT_SUCCESS;
+	if (!err)
+		return KDAT_DAT_SUCCESS;
+	if (i)
+		return kdat_sgl_post_cut(ep, cqe, parts - i, err);
+	atomic_dec(&ep->sends_in_flight);
+	return kdat_post_failed(ep, err);
 }
 EXPORT_SYMBOL_GPL(kdat_ep_post_sgl);
 
@@ -189,18 +218,23 @@ kdat_ret_t kdat_ep_post_recv_sgl(struct kdat_ep *ep, struct kdat_sgl *sgl, struc
 {
 	struct ib_sge sge[KDAT_SGL_MAX_SGES];
 	struct ib_recv_wr wr = {};
-	int n;
+	struct scatterlist *pos = sgl ? sgl->sg : NULL;
+	int left = sgl ? sgl->dma_nents : 0, n;
+	u32 max;
 
 	if (!cqe || !cqe->done)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
 	if (!kdat_ep_may_post(ep, KDAT_EP_STIM_POST_RECV) || !ep->wrs)
 		return kdat_sgl_refused(ep);
-	n = kdat_sgl_sges(ep, sgl, sge, min_t(u32, ep->attr.max_recv_iov, KDAT_SGL_MAX_SGES));
-	if (n < 0)
+	max = min_t(u32, ep->attr.max_recv_iov, KDAT_SGL_MAX_SGES);
+	if (sgl && (left <= 0 || left > max))
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
+	kdat_sgl_sges(ep, sgl, &pos, &left, sge, max, &n);
 	cqe->ib.done = kdat_cqe_done;
 	cqe->recv = 1;
 	cqe->length = sgl ? sgl->length : 0;
+	cqe->wc_status = IB_WC_SUCCESS;
+	atomic_set(&cqe->parts, 1);
 	wr.wr_cqe = &cqe->ib;
 	wr.sg_list = sge;
 	wr.num_sge = n;

@@ -84,6 +84,7 @@ struct kdat_ia_info {
 	u32 max_dtos;
 	u32 max_iov;
 	u32 supported_qos;
+	u32 max_rdma_read_iov;	/* local segments one RDMA read takes (1 on iWARP) */
 };
 
 /* One event.  Object pointers are NULL where they do not apply. */
@@ -234,10 +235,15 @@ kdat_ret_t kdat_ep_post_rdma_read(struct kdat_ep *ep, const struct kdat_iov *iov
  *
  * - kdat_sgl_map() DMA-maps a scatterlist (a bio's pages, any size and
  *   alignment) for the IA's device.  As the local side of a post it needs
- *   no registration: the device's local DMA key covers it.  Up to the EP's
- *   max_request_iov (send, RDMA) or max_recv_iov (receive) DMA segments per
- *   post (the device's max_send_sge bounds those, 32 on rxe; RDMA reads:
- *   max_sge_rd).
+ *   no registration: the device's local DMA key covers it.  A send takes up
+ *   to the EP's max_request_iov DMA segments, a receive max_recv_iov (the
+ *   device's max_send_sge bounds those: 32 on rxe, 6 on siw).  An RDMA read
+ *   or write takes any number: kdat posts it as several work requests over
+ *   consecutive remote ranges when it has more segments than one takes
+ *   (max_request_iov; for reads also kdat_ia_info.max_rdma_read_iov, 1 on
+ *   iWARP), as rdma_rw does.  Each work request takes a place in the send
+ *   queue (max_request_dtos); done() runs once, after the last one, with the
+ *   first failure of any.
  * - Pages the peer must reach (an initiator's buffers, which the target
  *   RDMA-reads for a write and RDMA-writes for a read, as in iSER and
  *   NVMe-oF) are registered for one request: kdat_ep_post_reg_mr() posts a
@@ -276,6 +282,8 @@ struct kdat_cqe {
 	struct ib_cqe ib;
 	u32 length;
 	u8 recv;
+	atomic_t parts;		/* work requests of the post not completed yet */
+	u32 wc_status;		/* the first failed part's, else IB_WC_SUCCESS */
 };
 
 struct kdat_sgl {

@@ -104,6 +104,8 @@ struct blkt_queue {
 
 static struct block_device *bdev;
 static struct kdat_ia *ia;
+/* DMA segments one work request of ours takes: a send or RDMA write, an RDMA read */
+static u32 ia_max_iov, ia_max_read_iov;
 static struct kdat_evd *cr_evd;
 static struct kdat_sp *psp;
 static struct workqueue_struct *blkt_wq;
@@ -524,11 +526,18 @@ static void queue_events(struct work_struct *work)
 
 static struct blkt_queue *queue_alloc(u16 qid, u16 depth)
 {
+	/*
+	 * A command's pages may be more segments than one work request takes
+	 * (siw: 6 per send or write, 1 per read): kdat then posts its RDMA as
+	 * several, each a place in the send queue.
+	 */
+	u32 iov = min_t(u32, KBLK_MAX_IO_PAGES, ia_max_iov);
+	u32 rdma_wrs = DIV_ROUND_UP(KBLK_MAX_IO_PAGES, min(iov, ia_max_read_iov));
 	struct kdat_ep_attr attr = {
 		.max_rdma_read_in = 16, .max_rdma_read_out = 16,
 		/* per slot: a response and an RDMA; the receives */
-		.max_request_dtos = 4 * depth + 2, .max_recv_dtos = 2 * depth + 2,
-		.max_request_iov = KBLK_MAX_IO_PAGES, .max_recv_iov = 2,
+		.max_request_dtos = 2 * depth * (1 + rdma_wrs) + 2, .max_recv_dtos = 2 * depth + 2,
+		.max_request_iov = iov, .max_recv_iov = 2,
 		.retry_count = 7, .rnr_retry_count = 7,
 	};
 	struct blkt_queue *q = kzalloc(sizeof(*q), GFP_KERNEL);
@@ -658,6 +667,8 @@ static void cr_event(struct kdat_evd *evd, void *context)
 
 static int __init blkt_init(void)
 {
+	struct kdat_ia_info info;
+
 	if (port <= 0 || port > 65535) {
 		pr_err("kdat_blkt: port=%d: give the port initiators connect to (1-65535)\n", port);
 		return -EINVAL;
@@ -685,6 +696,12 @@ static int __init blkt_init(void)
 		pr_err("kdat_blkt: no RDMA device for %s\n", ia_name);
 		goto wq;
 	}
+	if (kdat_ia_query(ia, &info) || !info.max_iov || !info.max_rdma_read_iov) {
+		pr_err("kdat_blkt: cannot query the RDMA device of %s\n", ia_name);
+		goto close;
+	}
+	ia_max_iov = info.max_iov;
+	ia_max_read_iov = info.max_rdma_read_iov;
 	if (kdat_evd_create(ia, 64, KDAT_EVD_CR, cr_event, NULL, &cr_evd) ||
 	    kdat_psp_create(ia, port, cr_evd, KDAT_PSP_CONSUMER, &psp)) {
 		pr_err("kdat_blkt: cannot listen on port %d\n", port);

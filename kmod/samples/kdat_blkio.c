@@ -43,6 +43,9 @@ static int ops;
 module_param(ops, int, 0444);
 MODULE_PARM_DESC(ops, "0: writes and reads in turn, 1: writes only, 2: reads only");
 MODULE_PARM_DESC(size, "bytes per request, a multiple of 512");
+static int max_iov;
+module_param(max_iov, int, 0444);
+MODULE_PARM_DESC(max_iov, "DMA segments per work request (0: the device's); fewer split RDMAs");
 
 /* results: counted from both EPs' completions and from softirqs at once */
 static int param_get_atomic(char *buf, const struct kernel_param *kp)
@@ -463,6 +466,11 @@ static void run(struct work_struct *work)
 		goto setup_failed;
 	sin.sin_addr = ((struct sockaddr_in *)&info->local_addr)->sin_addr;
 	attr.max_request_iov = min_t(u32, attr.max_request_iov, info->max_iov);
+	if (max_iov > 0)
+		attr.max_request_iov = min_t(u32, attr.max_request_iov, max_iov);
+	/* an RDMA with more segments than a work request takes is posted as several */
+	attr.max_request_dtos += depth * (DIV_ROUND_UP(BLKIO_MAX_PAGES,
+				min(attr.max_request_iov, info->max_rdma_read_iov)) - 1);
 	if (kdat_ep_create(ia, evd, evd, evd, &attr, &iep) ||
 	    kdat_ep_create(ia, evd, evd, evd, &attr, &tep))
 		goto setup_failed;

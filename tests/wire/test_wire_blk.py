@@ -1,7 +1,9 @@
 """The block driver pair between two hosts: kdat_blkt on the peer exports a RAM disk, kdat_blk here
 makes /dev/kdatb0 on it.  The target's host is powered off hard under writes and comes back (a new,
 empty RAM disk, kdat_blkt loaded again): the initiator reconnects, the writes in flight are
-requeued and complete, and the device verifies afterwards."""
+requeued and complete, and the device verifies afterwards.  On both wires: over iWARP (siw: 6
+segments per send or RDMA write, 1 per RDMA read) kdat posts the target's RDMA of a command's 32
+pages as several work requests."""
 import os
 import subprocess
 import time
@@ -11,7 +13,6 @@ import pytest
 from kdat_harness import guest
 from kdat_harness.guest import wait_for
 from kdat_harness.dat import next_port
-from conftest import wire_of
 from wire_helpers import record
 
 BLK_KO = os.path.join(guest.KMOD_DIR, "blk", "kdat_blk.ko")
@@ -29,15 +30,6 @@ def fio(*args):
     return subprocess.Popen(["fio", "--name=kdat", f"--filename={DEV}", "--direct=1",
                              "--ioengine=libaio", "--bs=16k", "--iodepth=8", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-@pytest.fixture
-def link():
-    """RoCE only: kdat_blkt sends a request's pages as one SGE each (up to 32) and reads into
-    them with as many; siw offers 6 send SGEs and iWARP one SGE per RDMA read sink, so over
-    iWARP the target refuses the queue (KBLK_REJ_RESOURCES) until it registers the pages as one
-    region for iWARP (README, "Two hosts on a wire")."""
-    return wire_of("roce")
 
 
 @pytest.fixture
