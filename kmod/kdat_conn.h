@@ -16,6 +16,13 @@
 #define KDAT_RESOLVE_TIMEOUT_MS	2000
 #define KDAT_DEFAULT_DTOS	16
 #define KDAT_DEFAULT_IOV	1
+/*
+ * Transport retries of an EP that asks for none in particular: 6, not DAPL's
+ * 7, because rxe takes 7 as "retry forever" (rxe_comp.c), so a send to a
+ * peer that is gone never fails and a graceful disconnect waiting for it
+ * never ends.  Hardware that counts 7 as 7 loses one retry (268 ms).
+ */
+#define KDAT_DEFAULT_RETRY_COUNT	6
 #define KDAT_MAX_EPS		65536
 
 /* A userspace QP's side of its EP (kdat_uqp.c). */

@@ -401,7 +401,7 @@ static void kdat_ep_attr_defaults(struct kdat_ia *ia, struct kdat_ep_attr *a)
 	if (!a->max_request_iov)
 		a->max_request_iov = KDAT_DEFAULT_IOV;
 	if (!a->retry_count)
-		a->retry_count = 7;
+		a->retry_count = KDAT_DEFAULT_RETRY_COUNT;
 	if (!a->rnr_retry_count)
 		a->rnr_retry_count = 7;
 }

@@ -20,6 +20,11 @@
  * what seed 001 says of DISCONNECT_PENDING: the state, a refused send, a
  * second graceful call that changes nothing, and an abrupt call that ends it
  * with the pending send flushed before DISCONNECTED.
+ * With pending_test=1 the client stays connected and idle until a test
+ * writes "graceful" to pending_act (after cutting the wire, say): then it
+ * sends one message and disconnects gracefully at once, so the EP waits in
+ * DISCONNECT_PENDING for the send, and records how the send and the
+ * disconnect ended and when (pt_*).
  * Counters and the last outcome are read-only parameters in
  * /sys/module/kdat_echo/parameters/, for tests.
  */
@@ -72,6 +77,18 @@ module_param(gt_flushed_sends, int, 0444);
 static char gt_post_in_pending[16] = "none", gt_second_graceful[16] = "none";
 module_param_string(gt_post_in_pending, gt_post_in_pending, sizeof(gt_post_in_pending), 0444);
 module_param_string(gt_second_graceful, gt_second_graceful, sizeof(gt_second_graceful), 0444);
+static bool pending_test;
+module_param(pending_test, bool, 0444);
+/* pt_send_status: the send's DTO status (-1: not completed); times in ms from the disconnect call */
+static int pt_state_after_graceful = -1, pt_send_status = -1, pt_send_ms = -1, pt_end_ms = -1;
+module_param(pt_state_after_graceful, int, 0444);
+module_param(pt_send_status, int, 0444);
+module_param(pt_send_ms, int, 0444);
+module_param(pt_end_ms, int, 0444);
+static char pt_end_event[32] = "none";
+module_param_string(pt_end_event, pt_end_event, sizeof(pt_end_event), 0444);
+static ktime_t pt_start;
+static bool pt_started;	/* before the send: its events may come before the call returns */
 #define FLUSH_RECVS	3
 static u8 *flush_buf;
 static struct kdat_lmr *flush_lmr;
@@ -315,6 +332,51 @@ static void graceful_test_start(void)
 	gt_state_after_abrupt = ep_state(client_ep);
 }
 
+static int pt_since_start_ms(void)
+{
+	return (int)ktime_ms_delta(ktime_get(), pt_start);
+}
+
+/* pending_test: the send, then the graceful disconnect that must wait for it. */
+static int pending_act_set(const char *val, const struct kernel_param *kp)
+{
+	struct kdat_iov iov = { .lmr = flush_lmr, .length = 8 };
+
+	if (!sysfs_streq(val, "graceful"))
+		return -EINVAL;
+	if (!pending_test || !client_ep || !flush_lmr || pt_started)
+		return -EBUSY;
+	pt_start = ktime_get();
+	/* pairs with pending_test_event()'s acquire: pt_start is set when it sees pt_started */
+	smp_store_release(&pt_started, true);
+	if (kdat_ep_post_send(client_ep, &iov, 1, 300))
+		return -EIO;
+	kdat_ep_disconnect(client_ep, KDAT_CLOSE_GRACEFUL);
+	pt_state_after_graceful = ep_state(client_ep);
+	return 0;
+}
+
+static const struct kernel_param_ops pending_act_ops = { .set = pending_act_set };
+module_param_cb(pending_act, &pending_act_ops, NULL, 0200);
+MODULE_PARM_DESC(pending_act, "pending_test: write 'graceful' to send and disconnect gracefully");
+
+static void pending_test_event(const struct kdat_event_info *ev)
+{
+	if (ev->number == KDAT_DAT_DTO_COMPLETION_EVENT) {
+		if (ev->cookie == 300 && pt_send_status == -1) {
+			pt_send_status = ev->dto_status;
+			pt_send_ms = pt_since_start_ms();
+		} else {
+			dto_errors++;
+		}
+	} else if (ev->number != KDAT_DAT_CONNECTION_EVENT_ESTABLISHED &&
+		   /* pairs with pending_act_set()'s release */
+		   smp_load_acquire(&pt_started) && pt_end_ms == -1) {
+		pt_end_ms = pt_since_start_ms();
+		strscpy(pt_end_event, event_name(ev->number), sizeof(pt_end_event));
+	}
+}
+
 static void flush_test_event(const struct kdat_event_info *ev)
 {
 	struct kdat_iov iov = { .lmr = flush_lmr, .length = 8 };
@@ -482,6 +544,8 @@ static void echo_event_work(struct work_struct *work)
 		strscpy(last_event, event_name(ev->number), sizeof(last_event));
 		if ((flush_test || graceful_test) && ev->ep == client_ep)
 			flush_test_event(ev);
+		if (pending_test && ev->ep == client_ep)
+			pending_test_event(ev);
 		switch (ev->number) {
 		case KDAT_DAT_CONNECTION_REQUEST_EVENT:
 			echo_request(ev->cr, ev);
@@ -497,7 +561,7 @@ static void echo_event_work(struct work_struct *work)
 					flush_test_start();
 				else if (graceful_test)
 					graceful_test_start();
-				else
+				else if (!pending_test)	/* the test acts */
 					kdat_ep_disconnect(client_ep, KDAT_CLOSE_GRACEFUL);
 			} else if (data && conn_find(ev->ep)) {
 				server_established(conn_find(ev->ep));
@@ -505,7 +569,7 @@ static void echo_event_work(struct work_struct *work)
 			break;
 		case KDAT_DAT_DTO_COMPLETION_EVENT:
 		case KDAT_DAT_RMR_BIND_COMPLETION_EVENT:
-			if (!((flush_test || graceful_test) && ev->ep == client_ep))
+			if (!((flush_test || graceful_test || pending_test) && ev->ep == client_ep))
 				echo_dto(ev);
 			break;
 		case KDAT_DAT_CONNECTION_EVENT_PEER_REJECTED:
@@ -536,7 +600,7 @@ static int echo_connect(void)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	struct kdat_ep_attr attr = echo_attr;
-	bool dtos = data || flush_test || graceful_test;
+	bool dtos = data || flush_test || graceful_test || pending_test;
 	kdat_ret_t ret;
 
 	if (!in4_pton(connect_addr, -1, (u8 *)&sin.sin_addr.s_addr, '\0', NULL))
@@ -544,7 +608,7 @@ static int echo_connect(void)
 	ret = kdat_ep_create(ia, evd, dtos ? evd : NULL, dtos ? evd : NULL, &attr, &client_ep);
 	if (ret)
 		return -ENOMEM;
-	if (flush_test || graceful_test) {
+	if (flush_test || graceful_test || pending_test) {
 		flush_buf = kzalloc(64 * FLUSH_RECVS, GFP_KERNEL);
 		if (!flush_buf || kdat_lmr_create(ia, flush_buf, 64 * FLUSH_RECVS, &flush_lmr))
 			return -ENOMEM;

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from kdat_harness import guest
-from kdat_harness.dat import Kdat, next_port
+from kdat_harness.dat import DAT, TABLE, Kdat, next_port
 from wire_helpers import connected, record, sh
 
 CONNECT_TIMEOUT_US = 4_000_000
@@ -143,6 +143,66 @@ def test_a_partition_of_an_idle_connection_then_a_disconnect_here_ends_it(link, 
         assert ev is not None and ev.name == "CONNECTION_EVENT_DISCONNECTED", ev
         assert k.ep_state(ep2) == "DISCONNECTED"
         record(link, "partition", "connected, graceful disconnect here", ev.name, took)
+
+
+def echo_param(name):
+    with open(f"/sys/module/kdat_echo/parameters/{name}") as f:
+        return f.read().strip()
+
+
+# Where a graceful disconnect that waits for a send must end, at the latest: RoCE's EP first
+# waits for the send (7 retries of the 268 ms ACK timeout), then for the CM's DREQ retries (16
+# over 70-100 s, the row above); iWARP's send and close are TCP's.
+PENDING_LIMIT_S = 150
+
+
+def test_a_partition_during_a_pending_graceful_disconnect_ends_it(link, peer, netem,
+                                                                  kdat_module, kernel_log):
+    """Kernel consumers both ends: the wire is cut while the connection is idle, then this side
+    sends and disconnects gracefully, so its EP waits in DISCONNECT_PENDING for a send that
+    cannot be answered.  The send completes (an error where the transport notices the loss),
+    and the EP ends DISCONNECTED within the CM's retry limit, the send first (seed 001)."""
+    port = next_port()
+    peer.sh(f"insmod {guest.ECHO_KO} ia_name={link.netdev} listen_port={port}")
+    try:
+        r = guest.run("insmod", guest.ECHO_KO, f"ia_name={link.netdev}",
+                      f"connect_addr={link.peer_addr}", f"connect_port={port}", "pending_test=1",
+                      check=False)
+        assert r.returncode == 0, r.stderr
+        try:
+            guest.wait_for(lambda: echo_param("established") == "1", 30, "not connected")
+            partition(netem)
+            time.sleep(1)
+            with open("/sys/module/kdat_echo/parameters/pending_act", "w") as f:
+                f.write("graceful")
+            names = {v: k for k, v in TABLE.state_value.items()}
+            state = names[int(echo_param("pt_state_after_graceful"))]
+            deadline = time.monotonic() + PENDING_LIMIT_S + 30
+            while echo_param("pt_end_ms") == "-1" and time.monotonic() < deadline:
+                time.sleep(0.5)
+            got = {p: echo_param(p) for p in ("pt_end_event", "pt_send_status", "pt_send_ms",
+                                              "pt_end_ms", "dto_errors", "disconnected",
+                                              "last_event")}
+            assert got["pt_end_ms"] != "-1", f"the pending graceful disconnect did not end: {got}"
+            end_s = int(got["pt_end_ms"]) / 1000
+            send_status = int(got["pt_send_status"])
+            send_s = int(got["pt_send_ms"]) / 1000
+            # on RoCE the send is in flight until the transport gives up; on iWARP it may have
+            # gone to TCP (completed) before the disconnect call returned
+            if link.name == "roce":
+                assert state == "DISCONNECT_PENDING", got
+                assert send_status != DAT["DAT_DTO_SUCCESS"], got
+            assert echo_param("pt_end_event") == "DISCONNECTED", got
+            assert send_status != -1 and send_s <= end_s, got
+            assert end_s < PENDING_LIMIT_S, got
+            assert echo_param("dto_errors") == "0", got
+        finally:
+            assert guest.unload_module("kdat_echo").returncode == 0
+    finally:
+        peer.sh("rmmod kdat_echo")
+    dto = {v: k for k, v in DAT.items() if k.startswith("DAT_DTO_")}
+    record(link, "partition", f"graceful disconnect here pending a send ({state})",
+           f"send: {dto.get(send_status, send_status)} at {send_s:.2f} s; DISCONNECTED", end_s)
 
 
 def test_an_accept_whose_reply_is_cut_off_ends_the_accepting_ep(link, remote, netem, kdat_module,

@@ -231,7 +231,7 @@ struct kdat_ep_attr {
 	__u32 max_request_dtos;
 	__u32 max_recv_iov;
 	__u32 max_request_iov;
-	__u8 retry_count;		/* rdma_conn_param.retry_count, 0..7 */
+	__u8 retry_count;		/* rdma_conn_param.retry_count, 1..7 (0: 6; rxe: 7 = infinite) */
 	__u8 rnr_retry_count;		/* 0..7 (7 = infinite) */
 	__u8 flow_control;		/* 0 or 1 */
 	__u8 reserved[5];
