@@ -110,6 +110,16 @@ static void kdat_cqe_done(struct ib_cq *cq, struct ib_wc *wc)
 		kdat_ep_send_done(ep);
 }
 
+/* Readies cqe for a post of `parts` work requests, each completing on it. */
+static void kdat_cqe_arm(struct kdat_cqe *cqe, bool recv, u32 length, u32 parts)
+{
+	cqe->ib.done = kdat_cqe_done;
+	cqe->recv = recv;
+	cqe->length = length;
+	cqe->wc_status = IB_WC_SUCCESS;
+	atomic_set(&cqe->parts, parts);
+}
+
 /* Up to max SGEs of sgl's DMA segments from *pos on; advances *pos past them; returns the bytes. */
 static u32 kdat_sgl_sges(struct kdat_ep *ep, const struct kdat_sgl *sgl, struct scatterlist **pos,
 			 int *left, struct ib_sge *sge, u32 max, int *n)
@@ -180,11 +190,7 @@ kdat_ret_t kdat_ep_post_sgl(struct kdat_ep *ep, enum kdat_sgl_op op, struct kdat
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
 	if (rdma_op)
 		parts = DIV_ROUND_UP(left, max);
-	cqe->ib.done = kdat_cqe_done;
-	cqe->recv = 0;
-	cqe->length = sgl ? sgl->length : 0;
-	cqe->wc_status = IB_WC_SUCCESS;
-	atomic_set(&cqe->parts, parts);
+	kdat_cqe_arm(cqe, false, sgl ? sgl->length : 0, parts);
 	wr->wr_cqe = &cqe->ib;
 	wr->sg_list = sge;
 	wr->send_flags = IB_SEND_SIGNALED;
@@ -230,11 +236,7 @@ kdat_ret_t kdat_ep_post_recv_sgl(struct kdat_ep *ep, struct kdat_sgl *sgl, struc
 	if (sgl && (left <= 0 || left > max))
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG3);
 	kdat_sgl_sges(ep, sgl, &pos, &left, sge, max, &n);
-	cqe->ib.done = kdat_cqe_done;
-	cqe->recv = 1;
-	cqe->length = sgl ? sgl->length : 0;
-	cqe->wc_status = IB_WC_SUCCESS;
-	atomic_set(&cqe->parts, 1);
+	kdat_cqe_arm(cqe, true, sgl ? sgl->length : 0, 1);
 	wr.wr_cqe = &cqe->ib;
 	wr.sg_list = sge;
 	wr.num_sge = n;
@@ -363,9 +365,7 @@ kdat_ret_t kdat_ep_post_local_inv(struct kdat_ep *ep, struct kdat_mr *mr, struct
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
 	if (!kdat_ep_may_post(ep, KDAT_EP_STIM_POST_SEND) || !ep->wrs || !mr->mr)
 		return kdat_sgl_refused(ep);
-	cqe->ib.done = kdat_cqe_done;
-	cqe->recv = 0;
-	cqe->length = 0;
+	kdat_cqe_arm(cqe, false, 0, 1);
 	wr.opcode = IB_WR_LOCAL_INV;
 	wr.ex.invalidate_rkey = mr->mr->rkey;
 	wr.wr_cqe = &cqe->ib;
