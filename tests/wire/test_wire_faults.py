@@ -156,12 +156,14 @@ def echo_param(name):
 PENDING_LIMIT_S = 150
 
 
-def test_a_partition_during_a_pending_graceful_disconnect_ends_it(link, peer, netem,
-                                                                  kdat_module, kernel_log):
-    """Kernel consumers both ends: the wire is cut while the connection is idle, then this side
-    sends and disconnects gracefully, so its EP waits in DISCONNECT_PENDING for a send that
-    cannot be answered.  The send completes (an error where the transport notices the loss),
-    and the EP ends DISCONNECTED within the CM's retry limit, the send first (seed 001)."""
+@pytest.mark.parametrize("fault", ["partition", "peer powered off"])
+def test_a_fault_during_a_pending_graceful_disconnect_ends_it(link, peer, netem, fault,
+                                                              kdat_module, kernel_log):
+    """Kernel consumers both ends: the wire is cut (or the peer powered off hard) while the
+    connection is idle, then this side sends and disconnects gracefully, so its EP waits in
+    DISCONNECT_PENDING for a send that cannot be answered.  The send completes (an error where
+    the transport notices the loss), and the EP ends DISCONNECTED within the CM's retry limit,
+    the send first (seed 001)."""
     port = next_port()
     peer.sh(f"insmod {guest.ECHO_KO} ia_name={link.netdev} listen_port={port}")
     try:
@@ -171,7 +173,10 @@ def test_a_partition_during_a_pending_graceful_disconnect_ends_it(link, peer, ne
         assert r.returncode == 0, r.stderr
         try:
             guest.wait_for(lambda: echo_param("established") == "1", 30, "not connected")
-            partition(netem)
+            if fault == "partition":
+                partition(netem)
+            else:
+                peer.power_off()
             time.sleep(1)
             with open("/sys/module/kdat_echo/parameters/pending_act", "w") as f:
                 f.write("graceful")
@@ -192,16 +197,19 @@ def test_a_partition_during_a_pending_graceful_disconnect_ends_it(link, peer, ne
             if link.name == "roce":
                 assert state == "DISCONNECT_PENDING", got
                 assert send_status != DAT["DAT_DTO_SUCCESS"], got
-            assert echo_param("pt_end_event") == "DISCONNECTED", got
+            assert got["pt_end_event"] == "DISCONNECTED", got
             assert send_status != -1 and send_s <= end_s, got
             assert end_s < PENDING_LIMIT_S, got
-            assert echo_param("dto_errors") == "0", got
+            assert got["dto_errors"] == "0", got
         finally:
             assert guest.unload_module("kdat_echo").returncode == 0
     finally:
-        peer.sh("rmmod kdat_echo")
+        if peer.powered:
+            peer.sh("rmmod kdat_echo")
+        else:
+            peer.power_on()     # a new boot: nothing of the old one is loaded
     dto = {v: k for k, v in DAT.items() if k.startswith("DAT_DTO_")}
-    record(link, "partition", f"graceful disconnect here pending a send ({state})",
+    record(link, fault, f"graceful disconnect here pending a send ({state})",
            f"send: {dto.get(send_status, send_status)} at {send_s:.2f} s; DISCONNECTED", end_s)
 
 
