@@ -349,8 +349,10 @@ static int pending_act_set(const char *val, const struct kernel_param *kp)
 	pt_start = ktime_get();
 	/* pairs with pending_test_event()'s acquire: pt_start is set when it sees pt_started */
 	smp_store_release(&pt_started, true);
-	if (kdat_ep_post_send(client_ep, &iov, 1, 300))
+	if (kdat_ep_post_send(client_ep, &iov, 1, 300)) {
+		WRITE_ONCE(pt_started, false);	/* nothing was sent: the test may try again */
 		return -EIO;
+	}
 	kdat_ep_disconnect(client_ep, KDAT_CLOSE_GRACEFUL);
 	pt_state_after_graceful = ep_state(client_ep);
 	return 0;
