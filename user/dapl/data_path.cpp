@@ -56,6 +56,12 @@ constexpr std::uint32_t kDefaultIov = 4;
 constexpr std::uint32_t kInlineData = 256;
 // Scatter/gather lists up to this long are built on the stack.
 constexpr DAT_COUNT kStackSges = 8;
+// Seed 004: on iWARP the active side of a connection sends the first message (MPA, RFC 5044: a
+// responder's FPDU must not precede the initiator's first one; siw fails the initiator's connect
+// if it arrives with the MPA reply).  A passive EP on iWARP therefore holds its requests until its
+// first receive completes, and posts them anyway after kFirstSendHold: a protocol whose passive
+// side speaks first breaks MPA's rule, and a hold must never become a hang.
+constexpr auto kFirstSendHold = std::chrono::seconds(1);
 
 struct MrFreer {
   void operator()(ibv_mr *mr) const { (void)ibv_dereg_mr(mr); }
@@ -379,21 +385,44 @@ class UserQueuePair final : public QueuePair {
   [[nodiscard]] std::size_t outstanding_recv() const override { return recv_; }
   [[nodiscard]] std::size_t outstanding_request() const override { return request_; }
 
-  void completed(bool recv) {
-    std::size_t &n = recv ? recv_ : request_;
-    if (n > 0) --n;
-  }
-  void clear() { recv_ = request_ = 0; }
+  ~UserQueuePair() override;
+
+  // A completion of this EP was taken; `ok`: it succeeded.
+  void completed(bool recv, bool ok);
+  // The EP is reset or freed (its posts forgotten).
+  void clear();
+  // Releases held requests whose hold is over (the first receive completed, kFirstSendHold
+  // passed, the connection ended or is being disconnected).
+  void service_hold();
 
  private:
+  // Whether the first sends of this connection wait for its first receive (see kFirstSendHold).
+  enum class FirstSend { undecided, hold, open };
+  struct HeldRequest {
+    std::uint64_t id = 0;
+    ibv_send_wr wr{};
+    std::vector<ibv_sge> sge;
+  };
+
   DAT_RETURN post(const Request &r);
   // The checks only an atomic needs (see post()).
   void check_atomic(const Request &r);
+  [[nodiscard]] bool must_hold();
+  void hold(std::uint64_t id, const ibv_send_wr &wr);
+  // Posts the held requests in order; those the QP refuses complete as flushed.
+  void post_held();
+  // Completes the held requests as flushed (the connection is over).
+  void flush_held(std::size_t from = 0);
+  void stop_holding();
 
   Ep &ep_;
   VerbsDataPath &path_;
   std::size_t recv_ = 0;
   std::size_t request_ = 0;
+  FirstSend first_send_ = FirstSend::undecided;
+  bool flush_held_ = false;  // a receive failed: the QP is in error
+  std::vector<HeldRequest> held_;
+  std::chrono::steady_clock::time_point held_since_{};
 };
 
 class VerbsDataPath final : public DataPath {
@@ -484,9 +513,12 @@ class VerbsDataPath final : public DataPath {
   }
 
   std::size_t poll_completions(Evd &evd) override {
+    if (!holding_.empty()) service_holds();
     Cq *cq = evd.cq;
     return cq != nullptr ? poll(evd, *cq) : 0;
   }
+
+  [[nodiscard]] bool holding() const override { return !holding_.empty(); }
 
   int arm(Evd &evd) override {
     Cq *cq = evd.cq;
@@ -529,6 +561,26 @@ class VerbsDataPath final : public DataPath {
   Pending &remember(std::uint64_t &id) { return pending_.add(id); }
   void drop(std::uint64_t id) { pending_.remove(id); }
 
+  // Whether the IA's device is an iWARP RNIC (MPA's first-message rule applies).
+  [[nodiscard]] bool iwarp() const { return iwarp_; }
+  // Moves the completions of `evd`'s CQ to evd.local without servicing holds.
+  void poll_only(Evd &evd) {
+    if (evd.cq != nullptr) (void)poll(evd, *evd.cq);
+  }
+  // Completes the request `id` as flushed, as if the device had (nothing if it was forgotten).
+  void complete_flushed(std::uint64_t id) {
+    const Pending *p = pending_.find(id);
+    if (p == nullptr) return;
+    ibv_wc wc{};
+    wc.wr_id = id;
+    wc.status = IBV_WC_WR_FLUSH_ERR;
+    (void)take(*p->evd, wc);
+  }
+  void start_holding(UserQueuePair &qp) {
+    if (std::find(holding_.begin(), holding_.end(), &qp) == holding_.end()) holding_.push_back(&qp);
+  }
+  void stop_holding(UserQueuePair &qp) { std::erase(holding_, &qp); }
+
  private:
   std::size_t poll(Evd &evd, Cq &cq) {
     std::size_t added = 0;
@@ -569,8 +621,8 @@ class VerbsDataPath final : public DataPath {
     if (!taken) return 0;  // of an EP freed or reset meanwhile
     Pending &p = *taken;
     ++evd.counters[DCNT_EVD_DTO_CALLBACK];
-    if (p.ep->qp) static_cast<UserQueuePair &>(*p.ep->qp).completed(p.recv);
     const bool ok = wc.status == IBV_WC_SUCCESS;
+    if (p.ep->qp) static_cast<UserQueuePair &>(*p.ep->qp).completed(p.recv, ok);
     // A receive is an extension's when the peer's request carried immediate data (the opcode
     // and flags of a completion in error mean nothing).
     bool immed = false;
@@ -624,14 +676,32 @@ class VerbsDataPath final : public DataPath {
       tried_ = true;
       try {
         verbs_.emplace(ia_.kernel);
+        iwarp_ = verbs_->context()->device->transport_type == IBV_TRANSPORT_IWARP;
       } catch (const kdat::Error &) {
       }
     }
     return verbs_.has_value();
   }
 
+  // Gives every holding QP its chance to release (each polls its EP's receive CQ first).  A
+  // waiter on any EVD of the IA gets here; evd_wait sleeps in short slices while holding().
+  void service_holds() {
+    if (servicing_) return;  // a release's flushes are taken through take(), not again here
+    servicing_ = true;
+    struct Done {
+      bool &flag;
+      ~Done() { flag = false; }
+    } done{servicing_};
+    const std::vector<UserQueuePair *> now = holding_;
+    for (UserQueuePair *qp : now)
+      if (std::find(holding_.begin(), holding_.end(), qp) != holding_.end()) qp->service_hold();
+  }
+
   Ia &ia_;
   bool tried_ = false;
+  bool iwarp_ = false;
+  bool servicing_ = false;
+  std::vector<UserQueuePair *> holding_;  // QPs with held requests (see kFirstSendHold)
   std::optional<kdat::Verbs> verbs_;
   std::optional<DeviceLimits> limits_;
   std::unordered_map<Evd *, std::unique_ptr<Cq>> cqs_;
@@ -740,6 +810,12 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
     }
     // As libdaplofa: the consumer's 32 bits unchanged (see take()).
     if (r.op == Op::rdma_write_immed) wr.imm_data = r.immed;
+    if (first_send_ != FirstSend::open && must_hold()) {
+      hold(id, wr);
+      ++outstanding;
+      count_post(ep_, r.op, length);
+      return DAT_SUCCESS;
+    }
     rc = ibv_post_send(ep_.user->qp(), &wr, &bad);
   }
   if (rc != 0) {
@@ -751,6 +827,87 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
   ++outstanding;
   count_post(ep_, r.op, length);
   return DAT_SUCCESS;
+}
+
+UserQueuePair::~UserQueuePair() { path_.stop_holding(*this); }
+
+void UserQueuePair::completed(bool recv, bool ok) {
+  std::size_t &n = recv ? recv_ : request_;
+  if (n > 0) --n;
+  if (!recv || first_send_ == FirstSend::open) return;
+  // The peer's first message is in: MPA allows this side to send now.
+  first_send_ = FirstSend::open;
+  if (held_.empty()) return;
+  if (ok)
+    post_held();
+  else
+    flush_held_ = true;  // completed as flushed by service_hold (not inside this take)
+}
+
+void UserQueuePair::clear() {
+  recv_ = request_ = 0;
+  held_.clear();  // their records went with the EP's (forget_ep)
+  stop_holding();
+  first_send_ = FirstSend::undecided;
+  flush_held_ = false;
+}
+
+bool UserQueuePair::must_hold() {
+  if (first_send_ == FirstSend::undecided) {
+    if (ep_.active || !path_.iwarp()) {
+      first_send_ = FirstSend::open;
+      return false;
+    }
+    first_send_ = FirstSend::hold;
+    // The first receive may be in the CQ already, not yet taken by the consumer.
+    if (ep_.recv_evd != nullptr) path_.poll_only(*ep_.recv_evd);
+  }
+  return first_send_ == FirstSend::hold;
+}
+
+void UserQueuePair::hold(std::uint64_t id, const ibv_send_wr &wr) {
+  HeldRequest &h = held_.emplace_back();
+  h.id = id;
+  h.wr = wr;
+  h.sge.assign(wr.sg_list, wr.sg_list + wr.num_sge);
+  if (held_.size() == 1) {
+    held_since_ = std::chrono::steady_clock::now();
+    path_.start_holding(*this);
+  }
+}
+
+void UserQueuePair::stop_holding() { path_.stop_holding(*this); }
+
+void UserQueuePair::post_held() {
+  first_send_ = FirstSend::open;
+  std::size_t i = 0;
+  for (; i < held_.size(); ++i) {
+    HeldRequest &h = held_[i];
+    h.wr.sg_list = h.sge.data();
+    ibv_send_wr *bad = nullptr;
+    if (ibv_post_send(ep_.user->qp(), &h.wr, &bad) != 0) break;
+  }
+  flush_held(i);
+}
+
+void UserQueuePair::flush_held(std::size_t from) {
+  // Taken from the member first: complete_flushed() may come back here through completed().
+  std::vector<HeldRequest> rest;
+  rest.swap(held_);
+  stop_holding();
+  flush_held_ = false;
+  for (std::size_t i = from; i < rest.size(); ++i) path_.complete_flushed(rest[i].id);
+}
+
+void UserQueuePair::service_hold() {
+  if (ep_.recv_evd != nullptr) path_.poll_only(*ep_.recv_evd);  // may release (completed())
+  if (held_.empty()) return;
+  const kdat::EpState state = ep_.kernel().state();
+  if (flush_held_ || kdat::has_ended(state))
+    flush_held();
+  else if (!kdat::allows(state, kdat::Stimulus::POST_SEND) ||
+           std::chrono::steady_clock::now() - held_since_ >= kFirstSendHold)
+    post_held();  // a disconnect waits for them, or the peer did not speak first
 }
 
 // An atomic that verbs would take but that could only complete in error is refused here: the

@@ -124,6 +124,9 @@ class DataPath {
   // Whether DTOs of `ep` posted to `evd`'s CQ have not completed yet (after a poll_completions:
   // once its QP is in ERR, their flushes are still to come).
   [[nodiscard]] virtual bool outstanding(const Ep &ep, Evd &evd) = 0;
+  // Whether some EP holds requests back (seed 004's first-message rule on iWARP): they are
+  // released by a poll of any of the IA's EVDs, so a waiter sleeps in short slices meanwhile.
+  [[nodiscard]] virtual bool holding() const { return false; }
   // `ep` is freed or reset: forget its outstanding DTOs.
   virtual void forget_ep(Ep &ep) = 0;
   // `evd` is freed: destroy its CQ (its EPs are gone).

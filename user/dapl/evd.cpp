@@ -86,6 +86,10 @@ constexpr auto kFlushLimit = std::chrono::seconds(10);
 // while one of them may still end.
 constexpr auto kEndWatch = std::chrono::milliseconds(100);
 
+// While an EP of the IA holds its first requests (DataPath::holding), a waiter wakes this often:
+// the receive that releases them may complete on another EVD's CQ, which does not wake it.
+constexpr auto kHoldPoll = std::chrono::milliseconds(1);
+
 bool flush_ended_eps(Evd &evd) {
   if (evd.cq == nullptr) return false;
   bool watch = false;
@@ -389,7 +393,9 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
       bool slept = false;
       try {
         // An event held for flushes is released by kFlushLimit even if no completion wakes us.
-        if (!evd.held.empty())
+        if (evd.ia->data_path->holding())
+          slept = sleep_on(fds, deadline, kHoldPoll);
+        else if (!evd.held.empty())
           slept = sleep_on(fds, deadline, std::chrono::milliseconds(100));
         else if (watch_ends)
           slept = sleep_on(fds, deadline, kEndWatch);
@@ -577,8 +583,10 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE handle, DAT_TIMEOUT timeout, DAT_EVD_HANDLE *
     for (;;) {
       std::vector<pollfd> fds{{cno.wake.get(), POLLIN, 0}};
       std::vector<std::pair<Evd *, int>> cqs;  // each EVD's channel fd's index in fds
+      bool holding = false;
       for (Evd *evd : cno.evds) {
         if (!evd->enabled) continue;
+        holding = holding || evd->ia->data_path->holding();
         if (available(*evd) > 0) {
           *out = evd->handle;
           return DAT_SUCCESS;
@@ -593,7 +601,7 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE handle, DAT_TIMEOUT timeout, DAT_EVD_HANDLE *
       bool slept = false;
       try {
         // Bounded slices: an EVD added to the CNO meanwhile is seen within 100 ms.
-        slept = sleep_on(fds, deadline, std::chrono::milliseconds(100));
+        slept = sleep_on(fds, deadline, holding ? kHoldPoll : std::chrono::milliseconds(100));
       } catch (...) {
         lock.lock();
         throw;
