@@ -67,6 +67,16 @@ struct kdat_ep {
 	 */
 	spinlock_t post_lock;
 	bool posts_closed;
+	/*
+	 * Seed 004: over iWARP the active side sends first (MPA forbids a
+	 * responder's FPDU before the initiator's first one).  An accepted
+	 * kernel-QP EP's send-queue posts wait on held_sends until its first
+	 * receive completes, KDAT_FIRST_SEND_HOLD passes or the QP is flushed
+	 * (kdat_dto.c).  Both under post_lock.
+	 */
+	bool first_send_hold;
+	struct list_head held_sends;
+	struct delayed_work hold_work;
 	struct completion qp_freed;	/* ... and ended */
 	struct rdma_cm_id *cm_id;	/* the connection's id, or NULL */
 	/*
@@ -312,6 +322,9 @@ int kdat_qp_post_send(struct kdat_ep *ep, const struct ib_send_wr *wr);
 int kdat_qp_post_recv(struct kdat_ep *ep, const struct ib_recv_wr *wr);
 void kdat_ep_close_posts(struct kdat_ep *ep);
 void kdat_ep_open_posts(struct kdat_ep *ep);
+void kdat_ep_hold_first_sends(struct kdat_ep *ep);
+void kdat_ep_flush_held(struct kdat_ep *ep);
+void kdat_ep_first_recv(struct kdat_ep *ep);
 kdat_ret_t kdat_post_failed(struct kdat_ep *ep, int err);
 /* kdat_sgl.c */
 void kdat_ia_free_mrs(struct kdat_ia *ia);

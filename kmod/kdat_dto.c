@@ -32,11 +32,15 @@ static struct kdat_wr *kdat_wr_list(struct kdat_wr *ring, u32 n)
  * posted to from userspace, so those EPs do without the work request rings
  * (about 2 KiB per EP; the free lists stay empty).
  */
+static void kdat_ep_hold_expired(struct work_struct *work);
+
 int kdat_ep_dto_init(struct kdat_ep *ep, bool posts)
 {
 	u32 nsend = ep->attr.max_request_dtos, nrecv = ep->attr.max_recv_dtos;
 
 	spin_lock_init(&ep->wr_lock);
+	INIT_LIST_HEAD(&ep->held_sends);
+	INIT_DELAYED_WORK(&ep->hold_work, kdat_ep_hold_expired);
 	atomic_set(&ep->sends_in_flight, 0);
 	if (!posts)
 		return 0;
@@ -102,6 +106,164 @@ u32 kdat_dto_status(enum ib_wc_status status)
 	}
 }
 
+/* ---- seed 004: over iWARP the active side sends first ------------------------------ */
+
+/*
+ * MPA (RFC 5044) forbids a responder's FPDU before the initiator's first one,
+ * and siw fails the initiator's connect when one comes with the MPA reply.
+ * So an accepted kernel-QP EP on iWARP holds every send-queue post (a copy
+ * of the one work request each kdat post makes) until its first receive
+ * completes.  A consumer whose passive side speaks first breaks MPA's rule;
+ * the hold must not hang it: after KDAT_FIRST_SEND_HOLD the requests go out.
+ * A flush of the QP posts them to the QP in ERR, which completes them
+ * flushed like any other, so the DISCONNECTED still comes after them.
+ */
+#define KDAT_FIRST_SEND_HOLD	HZ
+
+struct kdat_held_send {
+	struct list_head node;
+	union {
+		struct ib_send_wr wr;
+		struct ib_rdma_wr rdma;
+		struct ib_reg_wr reg;
+	};
+	struct ib_sge sge[];
+};
+
+/* The QP goes to RTS for a connection: hold its sends if it is iWARP's responder. */
+void kdat_ep_hold_first_sends(struct kdat_ep *ep)
+{
+	bool hold = ep->qp && !ep->active &&
+		    rdma_protocol_iwarp(ep->ia->ibdev, ep->ia->port_num);
+	unsigned long flags;
+
+	spin_lock_irqsave(&ep->post_lock, flags);
+	ep->first_send_hold = hold;
+	spin_unlock_irqrestore(&ep->post_lock, flags);
+}
+
+/* Caller holds post_lock; any context. */
+static int kdat_hold_send(struct kdat_ep *ep, const struct ib_send_wr *wr)
+{
+	struct kdat_held_send *held;
+
+	lockdep_assert_held(&ep->post_lock);
+	held = kzalloc(struct_size(held, sge, wr->num_sge), GFP_ATOMIC);
+	if (!held)
+		return -ENOMEM;
+	switch (wr->opcode) {
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+	case IB_WR_RDMA_READ:
+		held->rdma = *rdma_wr(wr);
+		break;
+	case IB_WR_REG_MR:
+		held->reg = *reg_wr(wr);
+		break;
+	default:
+		held->wr = *wr;
+		break;
+	}
+	held->wr.next = NULL;	/* every kdat post is one work request */
+	memcpy(held->sge, wr->sg_list, wr->num_sge * sizeof(*wr->sg_list));
+	held->wr.sg_list = held->sge;
+	if (list_empty(&ep->held_sends)) {
+		kdat_obj_get_ref(&ep->obj);	/* the timer's */
+		if (!queue_delayed_work(kdat_wq, &ep->hold_work, KDAT_FIRST_SEND_HOLD))
+			kdat_obj_put(&ep->obj);
+	}
+	list_add_tail(&held->node, &ep->held_sends);
+	return 0;
+}
+
+/* A held request that will never be posted completes flushed through its own done(). */
+static void kdat_held_refused(struct kdat_ep *ep, struct kdat_held_send *held)
+{
+	struct ib_wc wc = {
+		.wr_cqe = held->wr.wr_cqe,
+		.status = IB_WC_WR_FLUSH_ERR,
+		.qp = ep->qp,
+	};
+
+	held->wr.wr_cqe->done(ep->cq, &wc);
+	kfree(held);
+}
+
+/* The hold's timer is not needed any more: the reference it holds goes. */
+static void kdat_ep_hold_timer_stop(struct kdat_ep *ep)
+{
+	if (cancel_delayed_work(&ep->hold_work))
+		kdat_obj_put(&ep->obj);
+}
+
+/*
+ * The first receive completed (CQ context), or the peer did not speak within
+ * KDAT_FIRST_SEND_HOLD (kdat_wq): the held requests go out, in order and
+ * before any post made after this.  Not while posting is closed: the flush
+ * at work then takes them (kdat_ep_flush_held).
+ */
+void kdat_ep_first_recv(struct kdat_ep *ep)
+{
+	struct kdat_held_send *held, *next;
+	unsigned long flags;
+	LIST_HEAD(refused);
+
+	spin_lock_irqsave(&ep->post_lock, flags);
+	if (ep->first_send_hold && !ep->posts_closed) {
+		ep->first_send_hold = false;
+		list_for_each_entry_safe(held, next, &ep->held_sends, node) {
+			if (ib_post_send(ep->qp, &held->wr, NULL)) {
+				list_move_tail(&held->node, &refused);
+			} else {
+				list_del(&held->node);
+				kfree(held);
+			}
+		}
+	}
+	spin_unlock_irqrestore(&ep->post_lock, flags);
+	list_for_each_entry_safe(held, next, &refused, node)
+		kdat_held_refused(ep, held);
+	kdat_ep_hold_timer_stop(ep);
+}
+
+static void kdat_ep_hold_expired(struct work_struct *work)
+{
+	struct kdat_ep *ep = container_of(to_delayed_work(work), struct kdat_ep, hold_work);
+
+	kdat_ep_first_recv(ep);
+	kdat_obj_put(&ep->obj);
+}
+
+/*
+ * Posting is closed, the QP about to go to ERR, RESET or away: the held
+ * requests go to it in ERR, which completes them flushed like everything
+ * else posted, so a drain after this waits for them too.
+ */
+void kdat_ep_flush_held(struct kdat_ep *ep)
+{
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+	struct kdat_held_send *held, *next;
+	unsigned long flags;
+	LIST_HEAD(taken);
+
+	spin_lock_irqsave(&ep->post_lock, flags);
+	ep->first_send_hold = false;
+	list_splice_init(&ep->held_sends, &taken);
+	spin_unlock_irqrestore(&ep->post_lock, flags);
+	kdat_ep_hold_timer_stop(ep);
+	if (list_empty(&taken))
+		return;
+	if (!ep->qp_err)
+		ib_modify_qp(ep->qp, &attr, IB_QP_STATE);
+	list_for_each_entry_safe(held, next, &taken, node) {
+		list_del(&held->node);
+		if (ib_post_send(ep->qp, &held->wr, NULL))
+			kdat_held_refused(ep, held);
+		else
+			kfree(held);
+	}
+}
+
 /* Graceful disconnect proceeds once the last in-flight send completed. */
 void kdat_ep_send_done(struct kdat_ep *ep)
 {
@@ -126,6 +288,8 @@ static void kdat_wr_done(struct ib_cq *cq, struct ib_wc *wc)
 		.transfered_length = recv ? wc->byte_len : wr->length,
 	};
 
+	if (recv && unlikely(READ_ONCE(ep->first_send_hold)))
+		kdat_ep_first_recv(ep);
 	if (wr->kind == KDAT_WR_BIND && wr->rmr)
 		wr->rmr->bound = wc->status == IB_WC_SUCCESS;
 	kdat_evd_post(recv ? READ_ONCE(ep->recv_evd) : READ_ONCE(ep->request_evd), &info);
@@ -147,7 +311,8 @@ int kdat_qp_post_send(struct kdat_ep *ep, const struct ib_send_wr *wr)
 
 	spin_lock_irqsave(&ep->post_lock, flags);
 	if (!ep->posts_closed)
-		err = ib_post_send(ep->qp, wr, NULL);
+		err = unlikely(ep->first_send_hold) ? kdat_hold_send(ep, wr) :
+		      ib_post_send(ep->qp, wr, NULL);
 	spin_unlock_irqrestore(&ep->post_lock, flags);
 	return err;
 }
@@ -181,6 +346,7 @@ void kdat_ep_open_posts(struct kdat_ep *ep)
 
 	spin_lock_irqsave(&ep->post_lock, flags);
 	ep->posts_closed = false;
+	ep->first_send_hold = false;
 	spin_unlock_irqrestore(&ep->post_lock, flags);
 }
 
@@ -368,6 +534,7 @@ void kdat_ep_flush(struct kdat_ep *ep)
 	if (!ep->qp_err)
 		ib_modify_qp(ep->qp, &attr, IB_QP_STATE);
 	ep->qp_err = true;
+	kdat_ep_flush_held(ep);
 	if (READ_ONCE(ep->ever_posted))
 		ib_drain_qp(ep->qp);
 }

@@ -334,6 +334,8 @@ int kdat_qp_modify_cm(struct kdat_ep *ep, struct rdma_cm_id *id,
 			     enum ib_qp_state state)
 {
 	ep->qp_err = false;
+	if (state == IB_QPS_RTS)
+		kdat_ep_hold_first_sends(ep);	/* seed 004 on iWARP (kdat_dto.c) */
 	return ep->ia->cm->modify_qp(id, ep->qp, state, ep->ird, ep->ord);
 }
 
@@ -343,8 +345,10 @@ void kdat_qp_set(struct kdat_ep *ep, enum ib_qp_state state)
 
 	if (!ep->qp || (state == IB_QPS_ERR && ep->qp_err))
 		return;
-	if (state == IB_QPS_ERR || state == IB_QPS_RESET)
+	if (state == IB_QPS_ERR || state == IB_QPS_RESET) {
 		kdat_ep_close_posts(ep);
+		kdat_ep_flush_held(ep);
+	}
 	ib_modify_qp(ep->qp, &attr, IB_QP_STATE);
 	ep->qp_err = state == IB_QPS_ERR;
 }
@@ -554,6 +558,7 @@ void kdat_ep_free_qp(struct kdat_ep *ep)
 	 */
 	if (ep->qp) {
 		kdat_ep_close_posts(ep);
+		kdat_ep_flush_held(ep);
 		if (READ_ONCE(ep->ever_posted))
 			ib_drain_qp(ep->qp);
 		ib_destroy_qp(ep->qp);

@@ -94,6 +94,8 @@ static void kdat_cqe_done(struct ib_cq *cq, struct ib_wc *wc)
 	bool recv = cqe->recv;
 	u32 status;
 
+	if (recv && unlikely(READ_ONCE(ep->first_send_hold)))
+		kdat_ep_first_recv(ep);
 	if (wc->status != IB_WC_SUCCESS)
 		cmpxchg(&cqe->wc_status, IB_WC_SUCCESS, wc->status);
 	/* fully ordered: the other parts' wc_status is seen below */

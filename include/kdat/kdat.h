@@ -202,6 +202,14 @@ kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *private_data,
  * disconnect outstanding requests complete as flushed, and every completion
  * is queued before the EP's DISCONNECTED event.  Posting may be done from
  * process or softirq context; it never sleeps.
+ *
+ * Seed 004: over iWARP the active side sends the first message.  On an
+ * accepted EP of an iWARP device every send-queue post (send, RDMA, bind,
+ * kdat_ep_post_sgl and friends) is held until the EP's first receive
+ * completes, then posted in order; after 1 s without one it is posted anyway,
+ * and if the connection ends first it completes flushed.  A held post has
+ * returned success and counts as outstanding.  Nothing is held on RoCE/IB or
+ * on an EP that connected actively.
  */
 /* buf: kmalloc'ed (physically contiguous) memory that outlives the LMR. */
 kdat_ret_t kdat_lmr_create(struct kdat_ia *ia, void *buf, u64 length,

@@ -25,6 +25,11 @@
  * sends one message and disconnects gracefully at once, so the EP waits in
  * DISCONNECT_PENDING for the send, and records how the send and the
  * disconnect ended and when (pt_*).
+ * With greet=1 (both sides) the server also sends a greeting as soon as its
+ * EP is ESTABLISHED, and the client, which takes it in a receive of its own,
+ * starts start_delay_ms after its ESTABLISHED: seed 004 says the active side
+ * speaks first over iWARP, so there kdat holds the greeting until the
+ * client's message arrives (or 1 s passed); greet_* and first_* say when.
  * Counters and the last outcome are read-only parameters in
  * /sys/module/kdat_echo/parameters/, for tests.
  */
@@ -58,6 +63,22 @@ module_param(recvs_done, int, 0444);
 /* Server: messages answered on ESTABLISHED because they came before it. */
 static int late_answers;
 module_param(late_answers, int, 0444);
+static bool greet;
+module_param(greet, bool, 0444);
+MODULE_PARM_DESC(greet, "data=1: the server greets first, the client takes the greeting");
+static int start_delay_ms;
+module_param(start_delay_ms, int, 0444);
+MODULE_PARM_DESC(start_delay_ms, "data=1 client: wait this long after ESTABLISHED before speaking");
+/*
+ * ms from the side's own ESTABLISHED (-1: not yet).  Server: its greeting's
+ * send completed, its first receive completed.  Client: it posted its first
+ * request, the greeting arrived.
+ */
+static int greet_sent_ms = -1, first_recv_ms = -1, first_post_ms = -1, greet_recv_ms = -1;
+module_param(greet_sent_ms, int, 0444);
+module_param(first_recv_ms, int, 0444);
+module_param(first_post_ms, int, 0444);
+module_param(greet_recv_ms, int, 0444);
 static bool flush_test;
 module_param(flush_test, bool, 0444);
 static int flushed_before_disconnect, flushed_after_disconnect;
@@ -116,9 +137,11 @@ struct echo_msg {
 	__le64 addr;
 	__le32 length;
 	__le32 done;
+	__le32 greeting;
 };
 
-enum { C_RECV = 1, C_SEND, C_WRITE, C_READ, C_BIND };
+/* rx and tx hold two messages: [0] the exchange's, [1] the greeting's */
+enum { C_RECV = 1, C_SEND, C_WRITE, C_READ, C_BIND, C_GREET, C_GREET_RECV };
 
 /* One connection's buffers, on either side. */
 struct echo_conn {
@@ -135,6 +158,8 @@ struct echo_conn {
 	 * (its RTU is still on the way); posts wait for CONNECTED.
 	 */
 	bool established, write_pending;
+	ktime_t established_at;
+	ktime_t first_recv_at;		/* server, greet: its first receive (0: none yet) */
 };
 
 static LIST_HEAD(conns);
@@ -144,6 +169,7 @@ static struct kdat_evd *evd;
 static struct kdat_sp *psp;
 static struct kdat_ep *client_ep;
 static struct work_struct event_work;
+static struct delayed_work client_start_work;
 static struct workqueue_struct *echo_wq;
 static bool stopping;	/* set before the IA (and its EVD) goes */
 
@@ -233,8 +259,8 @@ static struct echo_conn *conn_new(struct kdat_ep *ep, bool server)
 		return NULL;
 	c->ep = ep;
 	list_add(&c->node, &conns);
-	c->rx = kzalloc(sizeof(*c->rx), GFP_KERNEL);
-	c->tx = kzalloc(sizeof(*c->tx), GFP_KERNEL);
+	c->rx = kcalloc(2, sizeof(*c->rx), GFP_KERNEL);
+	c->tx = kcalloc(2, sizeof(*c->tx), GFP_KERNEL);
 	c->buf = kzalloc(ECHO_BUF, GFP_KERNEL);
 	c->readback = server ? kzalloc(ECHO_BUF, GFP_KERNEL) : NULL;
 	if (!c->rx || !c->tx || !c->buf || (server && !c->readback))
@@ -242,17 +268,23 @@ static struct echo_conn *conn_new(struct kdat_ep *ep, bool server)
 	if (server)
 		for (i = 0; i < ECHO_BUF; i++)
 			c->buf[i] = pattern(i);
-	ret = kdat_lmr_create(ia, c->rx, sizeof(*c->rx), &c->rx_lmr);
+	ret = kdat_lmr_create(ia, c->rx, 2 * sizeof(*c->rx), &c->rx_lmr);
 	if (!ret)
-		ret = kdat_lmr_create(ia, c->tx, sizeof(*c->tx), &c->tx_lmr);
+		ret = kdat_lmr_create(ia, c->tx, 2 * sizeof(*c->tx), &c->tx_lmr);
 	if (!ret)
 		ret = kdat_lmr_create(ia, c->buf, ECHO_BUF, &c->buf_lmr);
 	if (!ret && server)
 		ret = kdat_lmr_create(ia, c->readback, ECHO_BUF, &c->rb_lmr);
 	if (ret)
 		goto err;
+	/* receives complete in the order they were posted: the greeting comes first */
+	iov = (struct kdat_iov){ .lmr = c->rx_lmr, .offset = sizeof(*c->rx),
+				 .length = sizeof(*c->rx) };
+	if (greet && !server)
+		ret = kdat_ep_post_recv(ep, &iov, 1, C_GREET_RECV);
 	iov = (struct kdat_iov){ .lmr = c->rx_lmr, .length = sizeof(*c->rx) };
-	ret = kdat_ep_post_recv(ep, &iov, 1, C_RECV);
+	if (!ret)
+		ret = kdat_ep_post_recv(ep, &iov, 1, C_RECV);
 	if (ret)
 		goto err;
 	return c;
@@ -270,6 +302,11 @@ static int conn_send(struct echo_conn *c)
 	return kdat_ep_post_send(c->ep, &iov, 1, C_SEND) ? -EIO : 0;
 }
 
+static int ms_since(ktime_t t)
+{
+	return (int)ktime_ms_delta(ktime_get(), t);
+}
+
 /* Client: connected; expose the buffer to the server. */
 static void client_start(struct echo_conn *c)
 {
@@ -277,6 +314,7 @@ static void client_start(struct echo_conn *c)
 	u32 rkey;
 	u64 addr;
 
+	first_post_ms = ms_since(c->established_at);
 	if (kdat_rmr_create(ia, &c->rmr) ||
 	    kdat_rmr_bind(c->rmr, c->ep, &iov, KDAT_RMR_REMOTE_READ | KDAT_RMR_REMOTE_WRITE,
 			  C_BIND, &rkey, &addr)) {
@@ -421,7 +459,18 @@ static void server_write(struct echo_conn *c)
 /* Server: connected; answer a message that came before the event. */
 static void server_established(struct echo_conn *c)
 {
+	struct kdat_iov iov = { .lmr = c->tx_lmr, .offset = sizeof(*c->tx),
+				.length = sizeof(*c->tx) };
+
 	c->established = true;
+	c->established_at = ktime_get();
+	if (greet) {	/* before the client's message, which may be in already */
+		c->tx[1].magic = cpu_to_le32(ECHO_MAGIC);
+		c->tx[1].greeting = cpu_to_le32(1);
+		kdat_lmr_sync_for_device(c->tx_lmr);
+		if (kdat_ep_post_send(c->ep, &iov, 1, C_GREET))
+			dto_errors++;
+	}
 	if (c->write_pending) {
 		c->write_pending = false;
 		late_answers++;
@@ -447,8 +496,25 @@ static void echo_dto(const struct kdat_event_info *ev)
 		if (conn_send(c))
 			dto_errors++;
 		break;
+	case C_GREET:		/* server */
+		greet_sent_ms = ms_since(c->established_at);
+		break;
+	case C_GREET_RECV:	/* client */
+		kdat_lmr_sync_for_cpu(c->rx_lmr);
+		if (le32_to_cpu(c->rx[1].greeting) == 1)
+			greet_recv_ms = ms_since(c->established_at);
+		else
+			dto_errors++;
+		break;
 	case C_RECV:
 		recvs_done++;
+		if (server && !c->first_recv_at) {
+			c->first_recv_at = ktime_get();
+			if (c->established)
+				first_recv_ms = ms_since(c->established_at);
+			else	/* before the server's ESTABLISHED */
+				first_recv_ms = 0;
+		}
 		kdat_lmr_sync_for_cpu(c->rx_lmr);
 		if (le32_to_cpu(c->rx->magic) != ECHO_MAGIC) {
 			dto_errors++;
@@ -533,6 +599,13 @@ static void echo_request(struct kdat_cr *cr, const struct kdat_event_info *ev)
 	accepted++;
 }
 
+/* Client, data=1: connected; it speaks start_delay_ms later (client_start_fn). */
+static void client_established(struct echo_conn *c)
+{
+	c->established_at = ktime_get();
+	queue_delayed_work(echo_wq, &client_start_work, msecs_to_jiffies(start_delay_ms));
+}
+
 static void echo_event_work(struct work_struct *work)
 {
 	struct kdat_event_info *ev;
@@ -558,7 +631,7 @@ static void echo_event_work(struct work_struct *work)
 				memcpy(peer_pdata, ev->private_data, ev->private_data_size);
 				peer_pdata[ev->private_data_size] = '\0';
 				if (data && conn_find(client_ep))
-					client_start(conn_find(client_ep));
+					client_established(conn_find(client_ep));
 				else if (flush_test)
 					flush_test_start();
 				else if (graceful_test)
@@ -629,10 +702,17 @@ static int echo_connect(void)
 }
 
 /* Stops event handling, then closes the IA; buffers go once no QP can DMA. */
+static void client_start_fn(struct work_struct *work)
+{
+	if (!READ_ONCE(stopping) && conn_find(client_ep))
+		client_start(conn_find(client_ep));
+}
+
 static void echo_stop(void)
 {
 	WRITE_ONCE(stopping, true);
 	cancel_work_sync(&event_work);
+	cancel_delayed_work_sync(&client_start_work);
 	/* Abrupt close frees the PSP, EPs (peers see DISCONNECTED), EVD and memory. */
 	kdat_ia_close(ia, KDAT_IA_CLOSE_ABRUPT);
 	conns_release_all();
@@ -649,6 +729,7 @@ static int __init echo_init(void)
 	if (!echo_wq)
 		return -ENOMEM;
 	INIT_WORK(&event_work, echo_event_work);
+	INIT_DELAYED_WORK(&client_start_work, client_start_fn);
 	if (kdat_ia_open(ia_name, &ia)) {
 		pr_warn("kdat_echo: no IA for '%s'\n", ia_name);
 		goto err_wq;

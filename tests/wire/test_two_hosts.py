@@ -150,28 +150,19 @@ def test_a_user_here_is_served_by_the_kernel_echo_on_the_peer(link, peer_echo, k
     assert peer_echo.param("accepted") == "1"
 
 
-# siw's accept race (README, "Where iWARP differs"): the responder's siw sends the MPA reply before
-# it hands the socket to the QP, and a first FPDU that lands in between sits unread until more data
-# comes. The echo's client sends first and then waits, so the exchange stops there: the client's
-# send completed, the peer's receive never did. Only that signature is retried, on iWARP only.
-SIW_ACCEPT_RACE_TRIES = 4
 ECHO_NAMES = ("verified", "dto_errors", "established", "failed", "last_event", "peer_pdata",
               "sends_done", "recvs_done", "late_answers")
 
 
-def _siw_accept_race(here, there):
-    return (here["established"] == "1" and there["established"] == "1"
-            and int(here["sends_done"]) >= 1 and there["recvs_done"] == "0"
-            and here["dto_errors"] == "0" and there["dto_errors"] == "0")
-
-
-def _echo_exchange(link, peer_echo):
+def _echo_exchange(link, peer_echo, names=ECHO_NAMES, **both):
     """One connection of the kernel echo here to the one on the peer, with data; both unloaded
-    after. Returns what each side recorded."""
+    after.  `both`: more parameters for both sides.  Returns what each side recorded of
+    `names`."""
     port = next_port()
-    peer_echo(ia_name=link.peer_addr, listen_port=port, data=1)
+    peer_echo(ia_name=link.peer_addr, listen_port=port, data=1, **both)
     guest.run("insmod", ECHO_KO, f"ia_name={link.self_addr}", f"connect_addr={link.peer_addr}",
-              f"connect_port={port}", "data=1", "pdata=kernelA")
+              f"connect_port={port}", "data=1", "pdata=kernelA",
+              *(f"{k}={v}" for k, v in both.items()))
     try:
         end = time.monotonic() + 30
         stalled_since = None
@@ -183,8 +174,8 @@ def _echo_exchange(link, peer_echo):
                     break
             else:
                 stalled_since = None
-        here = {n: echo_param(n) for n in ECHO_NAMES}
-        there = {n: peer_echo.param(n) for n in ECHO_NAMES}
+        here = {n: echo_param(n) for n in names}
+        there = {n: peer_echo.param(n) for n in names}
     finally:
         r = guest.unload_module("kdat_echo")
         assert r.returncode == 0, r.stderr
@@ -195,20 +186,51 @@ def _echo_exchange(link, peer_echo):
 def test_the_kernel_echo_here_exchanges_data_with_the_kernel_echo_on_the_peer(link, peer_echo,
                                                                               kdat_module,
                                                                               kernel_log):
-    """Kernel consumers on both hosts: send/recv, RDMA write and read over the wire."""
-    tries = SIW_ACCEPT_RACE_TRIES if link.name == "iwarp" else 1
-    for attempt in range(1, tries + 1):
-        here, there = _echo_exchange(link, peer_echo)
-        if here["verified"] == "1" or not _siw_accept_race(here, there) or attempt == tries:
-            break
-        print(f"attempt {attempt}: siw's accept race stopped the exchange: here {here}, "
-              f"on the peer {there}")
+    """Kernel consumers on both hosts: send/recv, RDMA write and read over the wire.  (On iWARP
+    this once stopped now and then in siw's accept race, README "Where iWARP differs": the
+    client's first message sat unread on the server.  The lane's siw carries a fix; 20 runs in a
+    row passed with it, 2026-11-28.)"""
+    here, there = _echo_exchange(link, peer_echo)
     # the client (here) verified the server's RDMA write; the server its RDMA read back
-    assert here["verified"] == "1", f"attempt {attempt}: here: {here}, on the peer: {there}"
+    assert here["verified"] == "1", f"here: {here}, on the peer: {there}"
     assert here["dto_errors"] == "0", f"here: {here}, on the peer: {there}"
     assert there["verified"] == "1", f"here: {here}, on the peer: {there}"
     assert there["dto_errors"] == "0", f"here: {here}, on the peer: {there}"
     assert here["sends_done"] == "1" and there["recvs_done"] == "1", (here, there)
+
+
+GREET_NAMES = ECHO_NAMES + ("greet_sent_ms", "first_recv_ms", "first_post_ms", "greet_recv_ms")
+
+
+@pytest.mark.parametrize("delay_ms", [500, 1500])
+def test_a_kernel_server_that_greets_first_waits_for_the_client_on_iwarp_only(link, peer_echo,
+                                                                            kdat_module,
+                                                                            kernel_log, delay_ms):
+    """Seed 004: over iWARP the active side sends the first message.  The kernel echo on the
+    peer greets its client as soon as it is ESTABLISHED; the client here speaks `delay_ms` after
+    its own.  On iWARP kdat holds the greeting until the client's message has arrived (500 ms),
+    or sends it after its 1 s limit if the client is slower (1500 ms); on RoCE it goes at once.
+    Each side's times are ms from its own ESTABLISHED (the server's comes first)."""
+    here, there = _echo_exchange(link, peer_echo, names=GREET_NAMES, greet=1,
+                                 start_delay_ms=delay_ms)
+    shown = f"here (client): {here}\non the peer (server): {there}"
+    print(f"{link.name} delay {delay_ms} ms: server greeting sent at {there['greet_sent_ms']} ms, "
+          f"its first receive at {there['first_recv_ms']}; client spoke at "
+          f"{here['first_post_ms']}, greeted at {here['greet_recv_ms']}")
+    assert here["verified"] == "1" and there["verified"] == "1", shown
+    assert here["dto_errors"] == "0" and there["dto_errors"] == "0", shown
+    greet_sent, first_recv = int(there["greet_sent_ms"]), int(there["first_recv_ms"])
+    first_post, greet_recv = int(here["first_post_ms"]), int(here["greet_recv_ms"])
+    assert first_post >= delay_ms and greet_recv >= 0 and greet_sent >= 0, shown
+    if link.name == "roce":
+        assert greet_sent < delay_ms - 200 and greet_recv < delay_ms - 200, shown
+    elif delay_ms < 1000:
+        # released by the client's message: after it was posted, and after the server had it
+        assert greet_recv >= first_post and greet_sent >= first_recv >= delay_ms - 50, shown
+        assert greet_sent < 1000, shown
+    else:
+        # the client was silent for longer than the hold: the greeting went after 1 s
+        assert 950 <= greet_sent < first_recv and greet_recv < first_post, shown
 
 
 def echo_param(name):
