@@ -71,7 +71,7 @@ struct kdat_ep {
 	 * Seed 004: over iWARP the active side sends first (MPA forbids a
 	 * responder's FPDU before the initiator's first one).  An accepted
 	 * kernel-QP EP's send-queue posts wait on held_sends until its first
-	 * receive completes, KDAT_FIRST_SEND_HOLD passes or the QP is flushed
+	 * receive completes, first_send_hold_ms passes or the QP is flushed
 	 * (kdat_dto.c).  Both under post_lock.
 	 */
 	bool first_send_hold;

@@ -10,6 +10,7 @@
  * queued before the DISCONNECTED event.
  */
 #include <linux/dma-mapping.h>
+#include <linux/moduleparam.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include "kdat_conn.h"
@@ -114,11 +115,14 @@ u32 kdat_dto_status(enum ib_wc_status status)
  * So an accepted kernel-QP EP on iWARP holds every send-queue post (a copy
  * of the one work request each kdat post makes) until its first receive
  * completes.  A consumer whose passive side speaks first breaks MPA's rule;
- * the hold must not hang it: after KDAT_FIRST_SEND_HOLD the requests go out.
+ * the hold must not hang it: after first_send_hold_ms the requests go out.
  * A flush of the QP posts them to the QP in ERR, which completes them
  * flushed like any other, so the DISCONNECTED still comes after them.
  */
-#define KDAT_FIRST_SEND_HOLD	HZ
+static unsigned int first_send_hold_ms = 1000;
+module_param(first_send_hold_ms, uint, 0644);
+MODULE_PARM_DESC(first_send_hold_ms,
+		 "iWARP: ms (1-60000) an accepted EP holds its first sends for the peer's first message (default 1000)");
 
 struct kdat_held_send {
 	struct list_head node;
@@ -168,8 +172,10 @@ static int kdat_hold_send(struct kdat_ep *ep, const struct ib_send_wr *wr)
 	memcpy(held->sge, wr->sg_list, wr->num_sge * sizeof(*wr->sg_list));
 	held->wr.sg_list = held->sge;
 	if (list_empty(&ep->held_sends)) {
+		unsigned int ms = clamp(READ_ONCE(first_send_hold_ms), 1U, 60000U);
+
 		kdat_obj_get_ref(&ep->obj);	/* the timer's */
-		if (!queue_delayed_work(kdat_wq, &ep->hold_work, KDAT_FIRST_SEND_HOLD))
+		if (!queue_delayed_work(kdat_wq, &ep->hold_work, msecs_to_jiffies(ms)))
 			kdat_obj_put(&ep->obj);
 	}
 	list_add_tail(&held->node, &ep->held_sends);
@@ -198,7 +204,7 @@ static void kdat_ep_hold_timer_stop(struct kdat_ep *ep)
 
 /*
  * The first receive completed (CQ context), or the peer did not speak within
- * KDAT_FIRST_SEND_HOLD (kdat_wq): the held requests go out, in order and
+ * first_send_hold_ms (kdat_wq): the held requests go out, in order and
  * before any post made after this.  Not while posting is closed: the flush
  * at work then takes them (kdat_ep_flush_held).
  */

@@ -75,6 +75,8 @@ MODULE_PARM_DESC(start_delay_ms, "data=1 client: wait this long after ESTABLISHE
  * request, the greeting arrived.
  */
 static int greet_sent_ms = -1, first_recv_ms = -1, first_post_ms = -1, greet_recv_ms = -1;
+static int greet_status = -1;	/* server: the greeting's DTO status (-1: not completed) */
+module_param(greet_status, int, 0444);
 module_param(greet_sent_ms, int, 0444);
 module_param(first_recv_ms, int, 0444);
 module_param(first_post_ms, int, 0444);
@@ -487,6 +489,8 @@ static void echo_dto(const struct kdat_event_info *ev)
 
 	if (!c)
 		return;
+	if (ev->cookie == C_GREET)
+		greet_status = ev->dto_status;
 	if (ev->dto_status != KDAT_DAT_DTO_SUCCESS) {
 		dto_errors++;
 		return;

@@ -233,6 +233,45 @@ def test_a_kernel_server_that_greets_first_waits_for_the_client_on_iwarp_only(li
         assert 950 <= greet_sent < first_recv and greet_recv < first_post, shown
 
 
+def test_a_held_kernel_greeting_completes_flushed_when_the_client_leaves_first(link, peer,
+                                                                              peer_echo,
+                                                                              kdat_module,
+                                                                              kernel_log):
+    """iWARP: the kernel echo on the peer greets first and its greeting is held; the client here
+    leaves (its module unloaded: an abrupt close) before it says anything and before the hold's
+    limit (raised to 20 s for this on the peer).  The greeting must complete flushed, before the
+    server's DISCONNECTED (the server frees its EP on that event), never sent."""
+    if link.name != "iwarp":
+        pytest.skip("nothing is held on RoCE")
+    hold = "/sys/module/kdat/parameters/first_send_hold_ms"
+    peer.sh(f"echo 20000 > {hold}")
+    try:
+        port = next_port()
+        peer_echo(ia_name=link.peer_addr, listen_port=port, data=1, greet=1)
+        guest.run("insmod", ECHO_KO, f"ia_name={link.self_addr}",
+                  f"connect_addr={link.peer_addr}", f"connect_port={port}", "data=1",
+                  "pdata=kernelA", "greet=1", "start_delay_ms=60000")
+        try:
+            end = time.monotonic() + 15
+            while time.monotonic() < end and (echo_param("established") != "1"
+                                              or peer_echo.param("established") != "1"):
+                time.sleep(0.1)
+            assert echo_param("established") == "1" == peer_echo.param("established")
+        finally:
+            r = guest.unload_module("kdat_echo")
+            assert r.returncode == 0, r.stderr
+        end = time.monotonic() + 15
+        while time.monotonic() < end and peer_echo.param("disconnected") == "0":
+            time.sleep(0.1)
+        there = {n: peer_echo.param(n) for n in ("disconnected", "greet_status",
+                                                    "greet_sent_ms", "recvs_done")}
+    finally:
+        peer.sh(f"echo 1000 > {hold}")
+    assert there["disconnected"] == "1", there
+    assert there["greet_status"] == str(0x1), f"the greeting must complete flushed: {there}"
+    assert there["greet_sent_ms"] == "-1" and there["recvs_done"] == "0", there
+
+
 def echo_param(name):
     with open(f"/sys/module/kdat_echo/parameters/{name}") as f:
         return f.read().strip()
