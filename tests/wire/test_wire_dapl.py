@@ -248,10 +248,11 @@ def test_a_framed_kdat_client_is_seen_by_a_libdaplofa_dapltest_server_and_a_raw_
 
 def test_dapltest_over_kdat_passes_under_1_percent_loss_and_ends_by_itself_under_10(
         dat_conf, link, peer, netem, kernel_log):
-    """netem drops packets both ways on the RoCE wire while dapltest -T T moves data (send/recv,
-    RDMA write and read, 2 threads x 2 EPs, 10 iterations) over kdat on both hosts.  Each lost
-    data packet is sent again after kdat's local ACK timeout (module parameter ack_timeout,
-    2^16 x 4.096 us = 268 ms).  At 1% the test passes, clean, on both sides.  At 10% both
+    """netem drops packets both ways on the wire while dapltest -T T moves data (send/recv,
+    RDMA write and read, 2 threads x 2 EPs, 10 iterations) over kdat on both hosts.  On RoCE
+    each lost data packet is sent again after kdat's local ACK timeout (module parameter
+    ack_timeout, 2^16 x 4.096 us = 268 ms); on iWARP TCP sends it again (and a lost SYN or MPA
+    message costs TCP's retransmission timeout).  At 1% the test passes, clean, on both sides.  At 10% both
     programs must end by themselves, whatever dapltest then reports: a lost CM message costs
     the CM's 6 s REQ/REP retry, so a thread's connection can miss the 10 s in which dapltest's
     client waits for all of them to report ready (it then says so and gives up), and the peer's
@@ -261,9 +262,6 @@ def test_dapltest_over_kdat_passes_under_1_percent_loss_and_ends_by_itself_under
     with the CM's ACK timeout (19: 2.1 s) a QP stalled for good with packets never sent again.
     (libdaplofa with libdaplofa is no control here: at 10%, run by hand on 2026-11-26/27, it
     failed twice, 'Client_Cmd_Send-reaping DTO problem', and stalled that way once; README.)"""
-    if link.name != "roce":
-        pytest.skip("RoCE's retransmission (kdat's ack_timeout); iWARP's is TCP's "
-                    "(test_wire_faults.py's lossy wire)")
     netem("loss 1%")
     ok, server, client = run_pair(peer, link, "dapltest", "kdat", "kdat", timeout=120,
                                   iterations=10)
