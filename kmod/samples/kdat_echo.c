@@ -505,10 +505,12 @@ static void echo_dto(const struct kdat_event_info *ev)
 		break;
 	case C_GREET_RECV:	/* client */
 		kdat_lmr_sync_for_cpu(c->rx_lmr);
-		if (le32_to_cpu(c->rx[1].greeting) == 1)
-			greet_recv_ms = ms_since(c->established_at);
-		else
+		if (le32_to_cpu(c->rx[1].greeting) != 1)
 			dto_errors++;
+		else if (c->established_at)
+			greet_recv_ms = ms_since(c->established_at);
+		else	/* its completion came before the client's ESTABLISHED event */
+			greet_recv_ms = 0;
 		break;
 	case C_RECV:
 		recvs_done++;

@@ -276,3 +276,21 @@ def test_dapltest_over_kdat_passes_under_1_percent_loss_and_ends_by_itself_under
     assert ended and "End of Work -- Client Exiting" in client[1], (
         "dapltest over kdat under 10% loss did not end by itself\n" + _show("server", *server)
         + "\n" + _show("client", *client))
+
+
+@pytest.mark.parametrize("spec", ["delay 100ms", "delay 10ms reorder 25% 50%"])
+def test_dapltest_over_kdat_passes_through_a_slow_or_reordering_wire(dat_conf, link, peer, netem,
+                                                                    spec, kernel_log):
+    """dapltest -T T (send/recv, RDMA write and read, 2 threads x 2 EPs, 10 iterations) over
+    kdat on both hosts while netem delays every packet both ways by 100 ms, or delays them by
+    10 ms and sends a quarter of them at once (out of order): the transports absorb both (RoCE's
+    PSNs, with a NAK and a resend for what came early; TCP under iWARP), and the test passes
+    clean on both sides.  (The connects and disconnects alone: test_wire_faults.py.)"""
+    netem(spec)
+    t0 = time.monotonic()
+    ok, server, client = run_pair(peer, link, "dapltest", "kdat", "kdat", timeout=180,
+                                  iterations=10)
+    print(f"{link.name} {spec}: dapltest -T T {'passed' if ok else 'FAILED'} in "
+          f"{time.monotonic() - t0:.1f} s")
+    assert ok, (f"dapltest over kdat through '{spec}'\n" + _show("server", *server) + "\n"
+                + _show("client", *client))
