@@ -46,7 +46,8 @@
  *   kdat_devices_lock          mutex    the device list and each device's IAs   kdat_devices.c
  *   evd->lock                  spinlock one EVD's queue, its counts, its ring   kdat_evd.c,
  *                              (irqsave)(the ring's only kernel writer)          kdat_ring.c
- *   ep->post_lock              spinlock posts against the QP's ERR/RESET/free  kdat_dto.c
+ *   ep->post_lock              spinlock posts against the QP's ERR/RESET/free, kdat_dto.c
+ *                              (irqsave)the iWARP first-send hold and its list
  *   ep->wr_lock                spinlock one EP's free request contexts           kdat_dto.c
  *                              (irqsave)(taken from completion context)
  *   ctx->objs' xa_lock         spinlock handle lookups (kdat_obj_get)             kdat_obj.c
