@@ -12,7 +12,6 @@ KDAT_DTESTCM_COUNT sets dtestcm's connection count (default 1000, the acceptance
 the debug lane's kernel)."""
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 import time
@@ -20,8 +19,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from kdat_harness import REPO
-from kdat_harness.dapl import DAPL_DIR, DAT_CONF
+from kdat_harness.dapl import DAPL_DIR, DAT_CONF, hang_report
 from kdat_harness.dapl import conf_entries as _conf_entries
 from kdat_harness.dapl import listens as _listens
 from kdat_harness.dapl import ofa_name as _ofa_name
@@ -46,10 +44,12 @@ class Pair:
     client_rc: object
     client_out: str
     seconds: float
+    hang: str = ""  # hang_report() of what was killed for hanging
 
     def text(self):
         return (f"--- server (rc {self.server_rc}):\n{self.server_out[-3000:]}\n"
-                f"--- client (rc {self.client_rc}):\n{self.client_out[-3000:]}")
+                f"--- client (rc {self.client_rc}):\n{self.client_out[-3000:]}"
+                + (f"\n--- hung, before the kill:\n{self.hang}" if self.hang else ""))
 
 
 def _run_pair(program, provider, addr, server_args=(), client_args=(), timeout=RUN_TIMEOUT):
@@ -59,8 +59,11 @@ def _run_pair(program, provider, addr, server_args=(), client_args=(), timeout=R
     # The server's output goes to a file: a pipe nobody reads while the client runs would fill
     # (verbose dtestcm writes far more than a pipe holds) and stall the server.
     server_log = tempfile.TemporaryFile(mode="w+")
-    server = subprocess.Popen([program, "-P", provider, "-s", *server_args], env=env, cwd="/tmp",
-                              stdout=server_log, stderr=subprocess.STDOUT, text=True)
+    # (line-buffered: a server killed for hanging leaves all it printed)
+    server = subprocess.Popen(["stdbuf", "-oL", program, "-P", provider, "-s", *server_args],
+                              env=env, cwd="/tmp", stdout=server_log, stderr=subprocess.STDOUT,
+                              text=True)
+    hang = ""
     try:
         deadline = time.monotonic() + 60
         while not _listens(server.pid) and server.poll() is None and time.monotonic() < deadline:
@@ -72,12 +75,15 @@ def _run_pair(program, provider, addr, server_args=(), client_args=(), timeout=R
                                    cwd="/tmp", capture_output=True, text=True, timeout=timeout)
                 client_rc, client_out = c.returncode, c.stdout + c.stderr
             except subprocess.TimeoutExpired as e:
+                # (subprocess.run has killed the client: only the server is left to look at)
+                hang = hang_report({"server": server.pid})
                 client_rc = "timeout"
                 client_out = (e.stdout or b"").decode(errors="replace") if isinstance(
                     e.stdout, bytes) else (e.stdout or "")
         try:
             server_rc = server.wait(timeout=timeout if client_rc is not None else 5)
         except subprocess.TimeoutExpired:
+            hang += hang_report({"server": server.pid})
             server.kill()
             server.wait()
             server_rc = "timeout"
@@ -88,7 +94,7 @@ def _run_pair(program, provider, addr, server_args=(), client_args=(), timeout=R
         server_log.seek(0)
         server_out = server_log.read()
         server_log.close()
-    return Pair(server_rc, server_out, client_rc, client_out, time.monotonic() - start)
+    return Pair(server_rc, server_out, client_rc, client_out, time.monotonic() - start, hang)
 
 
 def _record(line):
@@ -285,30 +291,6 @@ def _dapltest_server(provider, log):
     return server
 
 
-def _hang_report(pids):
-    """Where each process's threads wait (kernel stack, and gdb's user stacks) and what kdat's
-    tables say, for a test that is about to kill processes that hung."""
-    lines = []
-    kdatctl = os.path.join(REPO, "build", "user", "kdatctl")
-    r = subprocess.run([kdatctl, "list"], capture_output=True, text=True, timeout=30)
-    lines += ["--- kdatctl list", r.stdout, r.stderr]
-    for name, pid in pids.items():
-        lines.append(f"--- {name} (pid {pid})")
-        for task in sorted(os.listdir(f"/proc/{pid}/task")) if os.path.isdir(f"/proc/{pid}") else []:
-            try:
-                with open(f"/proc/{pid}/task/{task}/stack") as f:
-                    lines.append(f"task {task}:\n{f.read()}")
-            except OSError as e:
-                lines.append(f"task {task}: {e}")
-        if not shutil.which("gdb"):
-            lines.append("(no gdb: user stacks left out; 'make deps' installs it)")
-            continue
-        g = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt"],
-                           capture_output=True, text=True, timeout=120)
-        lines += [x for x in g.stdout.splitlines() if x.startswith(("#", "Thread"))]
-    return "\n".join(lines)
-
-
 @pytest.mark.parametrize("service_point", ["psp", "rsp"])
 @pytest.mark.parametrize("which", PROVIDERS)
 def test_dapltest_transaction_with_rdma_read(kdat_module, rdma, kernel_log, which, service_point):
@@ -333,7 +315,7 @@ def test_dapltest_transaction_with_rdma_read(kdat_module, rdma, kernel_log, whic
                 out, _ = client.communicate(timeout=DTEST_TIMEOUT * 2)
             except subprocess.TimeoutExpired:
                 # a hang (seen once on each kernel under load): what both sides wait for
-                hung = _hang_report({"client": client.pid, "server": server.pid})
+                hung = hang_report({"client": client.pid, "server": server.pid})
                 client.kill()
                 out, _ = client.communicate()
                 log.seek(0)

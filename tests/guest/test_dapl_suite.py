@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from kdat_harness.dapl import DAT_CONF
+from kdat_harness.dapl import DAT_CONF, hang_report
 from kdat_harness.dapl import listens as _listens
 from kdat_harness.dapl import ofa_name as _ofa_name
 
@@ -348,6 +348,7 @@ class Proc:
                                   stdout=self.log, stderr=subprocess.STDOUT, text=True,
                                   start_new_session=True)
         self.rc = None
+        self.hang = ""  # hang_report() from just before a kill at the timeout
 
     @property
     def pid(self):
@@ -361,11 +362,13 @@ class Proc:
     def running(self):
         return self.p.poll() is None
 
-    def wait(self, timeout):
-        """The exit status, or "timeout" (then the process was killed)."""
+    def wait(self, timeout, also=None):
+        """The exit status, or "timeout" (then the process was killed, after a look at where it
+        and the processes `also` names ({label: pid}) wait)."""
         try:
             self.rc = self.p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            self.hang = hang_report({self.label: self.pid, **(also or {})})
             self.kill()
             self.rc = "timeout"
         return self.rc
@@ -520,7 +523,8 @@ def _run(case, provider, addr, servers):
             client = Proc("client", ["dapltest", case.args[0], case.args[1], "-D", provider,
                                      *extra, *case.args[2:]])
             procs.append(client)
-            if client.wait(timeout) == "timeout":
+            also = {"dapltest server": server.pid} if case.mode in ("dapltest", "quit") else {}
+            if client.wait(timeout, also) == "timeout":
                 hung.append("client")
             if case.mode == "quit":
                 if server.wait(SERVER_GRACE) == "timeout":
@@ -549,6 +553,8 @@ def _run(case, provider, addr, servers):
                 procs.insert(0, _NotStarted("client"))
         outputs = [(p.label, p.rc, p.output()[server_mark if p.label == "server" else 0:])
                    for p in procs]
+        outputs += [(f"{p.label} hung, before the kill", "-", p.hang)
+                    for p in procs if getattr(p, "hang", "")]
     finally:
         for p in procs:
             if p.label == "server" and case.mode == "quit":

@@ -1,7 +1,11 @@
 """Running DAPL's programs in the guest: the dat.conf the build writes (build/user/dapl/dat.conf:
 `kdat` is libdaplkdat, `ofa-v2-<netdev>` DAPL's libdaplofa) and when a server process is ready."""
+import collections
+import json
 import os
 import re
+import shutil
+import subprocess
 
 from . import REPO
 
@@ -53,3 +57,57 @@ def listens(pid):
         if link.startswith("socket:[") and link[8:-1] in inodes:
             return True
     return False
+
+
+def _kdat_objects_summary(pid, most=20):
+    """What kdat's tables hold for `pid`: a count of its objects by type and state, and the
+    objects whose state is not the most common of their type (the ones a hang is about)."""
+    kdatctl = os.path.join(REPO, "build", "user", "kdatctl")
+    r = subprocess.run([kdatctl, "list", "--json", "--pid", str(pid)], capture_output=True,
+                       text=True, timeout=30)
+    if r.returncode != 0:
+        return [f"kdatctl list: rc {r.returncode}: {r.stderr.strip()}"]
+    objects = [o for t in json.loads(r.stdout)["tables"] for o in t["objects"]]
+    counts = collections.Counter((o["type"], o["state"]) for o in objects)
+    lines = ["objects: " + ", ".join(f"{n} {ty} {st}" for (ty, st), n in sorted(counts.items()))]
+    usual = {}
+    for (ty, st), n in counts.most_common():
+        usual.setdefault(ty, st)
+    odd = [o for o in objects if o["state"] != usual[o["type"]]]
+    for o in odd[:most]:
+        lines.append(f"  {o['type']} {o['handle_hex']} {o['state']} last_event {o['last_event']} "
+                     f"flags {o['flags']} local {o['local']} remote {o['remote']}")
+    if len(odd) > most:
+        lines.append(f"  ... and {len(odd) - most} more")
+    return lines
+
+
+def hang_report(pids):
+    """Where each process's threads wait (kernel stack, and gdb's user stacks) and what kdat's
+    tables hold for it, for a test that is about to kill processes that hung."""
+    lines = []
+    for name, pid in pids.items():
+        lines.append(f"--- {name} (pid {pid})")
+        if not os.path.isdir(f"/proc/{pid}"):
+            lines.append("(gone)")
+            continue
+        try:
+            lines += _kdat_objects_summary(pid)
+        except (OSError, ValueError, subprocess.SubprocessError) as e:
+            lines.append(f"kdatctl list: {e}")
+        for task in sorted(os.listdir(f"/proc/{pid}/task")):
+            try:
+                with open(f"/proc/{pid}/task/{task}/stack") as f:
+                    lines.append(f"task {task}:\n{f.read()}")
+            except OSError as e:
+                lines.append(f"task {task}: {e}")
+        if not shutil.which("gdb"):
+            lines.append("(no gdb: user stacks left out; 'make deps' installs it)")
+            continue
+        try:
+            g = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt"],
+                               capture_output=True, text=True, timeout=120)
+            lines += [x for x in g.stdout.splitlines() if x.startswith(("#", "Thread"))]
+        except subprocess.TimeoutExpired:
+            lines.append("(gdb took over 120 s)")
+    return "\n".join(lines)
