@@ -196,6 +196,18 @@ FRAMED_SERVER_MISMATCH = {"dtest": "Error with CONNECT event private data",
 MPA_EARLY_FPDU_TRIES = 4
 
 
+# libdaplofa's own dapltest client on siw now and then dies by SIGSEGV once its test is over (it
+# printed its totals, not "End of Work"): 1 of 6 libdaplofa-with-libdaplofa runs on iWARP in a
+# probe of 2026-11-28 (CI had failed the control here under load), none in 30 kdat runs beside
+# them.  The control asks whether libdaplofa passes on this wire at all, so a control run that
+# died by a signal runs again, at most CONTROL_TRIES times; kdat's pairings get one run each.
+CONTROL_TRIES = 3
+
+
+def _died_by_signal(server, client):
+    return any(isinstance(rc, int) and rc < 0 for rc in (server[0], client[0]))
+
+
 def _mpa_early_fpdu(server, client):
     return ("CONNECTED!" in server[1] and "CONNECTED!" not in client[1]
             and ("status=-22" in client[1]
@@ -207,14 +219,22 @@ def test_dapl_programs_pass_across_the_wire_wherever_libdaplofa_passes(dat_conf,
                                                                        program, kernel_log):
     outcomes = {}
     for server_provider, client_provider in PAIRINGS:
-        tries = (MPA_EARLY_FPDU_TRIES if (link.name, program) == ("iwarp", "dtest")
-                 and server_provider == "ofa" else 1)
+        control = (server_provider, client_provider) == ("ofa", "ofa")
+        early_fpdu = (link.name, program) == ("iwarp", "dtest") and server_provider == "ofa"
+        tries = max(MPA_EARLY_FPDU_TRIES if early_fpdu else 1, CONTROL_TRIES if control else 1)
         for attempt in range(1, tries + 1):
             outcome = run_pair(peer, link, program, server_provider, client_provider)
-            if outcome[0] or attempt == tries or not _mpa_early_fpdu(outcome[1], outcome[2]):
+            if outcome[0] or attempt == tries:
                 break
-            print(f"{server_provider}->{client_provider}: attempt {attempt} met siw's refusal "
-                  f"of an FPDU that came with the MPA reply")
+            if early_fpdu and _mpa_early_fpdu(outcome[1], outcome[2]):
+                print(f"{server_provider}->{client_provider}: attempt {attempt} met siw's "
+                      f"refusal of an FPDU that came with the MPA reply")
+            elif control and _died_by_signal(outcome[1], outcome[2]):
+                print(f"control: attempt {attempt}: libdaplofa died by a signal (server rc "
+                      f"{outcome[1][0]}, client rc {outcome[2][0]})\n"
+                      + _show("client", *outcome[2]))
+            else:
+                break
         outcomes[(server_provider, client_provider)] = outcome
     summary = ", ".join(f"{sp}->{cp} {'pass' if o[0] else 'FAIL'}"
                         for (sp, cp), o in outcomes.items())
