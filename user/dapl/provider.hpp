@@ -200,7 +200,7 @@ struct Evd : Object {
     std::chrono::steady_clock::time_point since{};
   };
   std::deque<Held> held;
-  std::chrono::steady_clock::time_point ends_checked{};  // evd_dequeue's last flush_ended_eps
+  std::chrono::nanoseconds ends_checked{};  // evd_dequeue's last flush_ended_eps (coarse_now)
   Counters<DCNT_EVD_ALL_COUNTERS> counters{};
 };
 
