@@ -56,26 +56,45 @@ UniqueFd make_eventfd() {
   return fd;
 }
 
-// Deadline of a DAT timeout (µs; DAT_TIMEOUT_INFINITE = none).
-std::optional<Clock::time_point> deadline_of(DAT_TIMEOUT timeout) {
-  if (timeout == DAT_TIMEOUT_INFINITE) return std::nullopt;
-  return Clock::now() + std::chrono::microseconds(timeout);
-}
+// A DAT timeout (µs; DAT_TIMEOUT_INFINITE = none), counted from the first sleep: a wait that finds
+// its event at once reads no clock (a clock read is 1.2 µs on the TCG guest's HPET, where the
+// vDSO must ask the clocksource), and the work before that first sleep is microseconds.
+class Deadline {
+ public:
+  explicit Deadline(DAT_TIMEOUT timeout) : timeout_(timeout) {}
 
-// ppoll on `fds` until the deadline; false on timeout.  EINTR: Failure(DAT_INTERRUPTED_CALL).
-bool sleep_on(std::vector<pollfd> &fds, const std::optional<Clock::time_point> &deadline,
+  // The time left (zero once past), at most `cap`; nullopt: no limit.
+  std::optional<std::chrono::microseconds> left(std::chrono::microseconds cap) {
+    if (timeout_ == DAT_TIMEOUT_INFINITE) {
+      if (cap == std::chrono::microseconds::max()) return std::nullopt;
+      return cap;
+    }
+    const auto timeout = std::chrono::microseconds(timeout_);
+    if (!at_) {
+      at_ = Clock::now() + timeout;
+      return std::min(cap, timeout);
+    }
+    const auto now = Clock::now();
+    if (now >= *at_) return std::chrono::microseconds::zero();
+    return std::min(cap, std::chrono::duration_cast<std::chrono::microseconds>(*at_ - now));
+  }
+
+ private:
+  DAT_TIMEOUT timeout_;
+  std::optional<Clock::time_point> at_;
+};
+
+// ppoll on `fds` until the deadline, for at most `cap`; false once the deadline has passed.
+// EINTR: Failure(DAT_INTERRUPTED_CALL).
+bool sleep_on(std::vector<pollfd> &fds, Deadline &deadline,
               std::chrono::microseconds cap = std::chrono::microseconds::max()) {
   timespec ts{};
   timespec *tsp = nullptr;
-  auto left = cap;
-  if (deadline) {
-    const auto now = Clock::now();
-    if (now >= *deadline) return false;
-    left = std::min(left, std::chrono::duration_cast<std::chrono::microseconds>(*deadline - now));
-  }
-  if (left != std::chrono::microseconds::max()) {
-    ts.tv_sec = static_cast<time_t>(left.count() / 1000000);
-    ts.tv_nsec = static_cast<long>((left.count() % 1000000) * 1000);
+  const auto left = deadline.left(cap);
+  if (left) {
+    if (*left == std::chrono::microseconds::zero()) return false;
+    ts.tv_sec = static_cast<time_t>(left->count() / 1000000);
+    ts.tv_nsec = static_cast<long>((left->count() % 1000000) * 1000);
     tsp = &ts;
   }
   const int n = ::ppoll(fds.data(), fds.size(), tsp, nullptr);
@@ -379,7 +398,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
       Evd &e;
       ~Leave() { --e.waiters; }
     } leave{evd};
-    const auto deadline = deadline_of(timeout);
+    Deadline deadline(timeout);
     const auto need = static_cast<std::size_t>(threshold);
     for (;;) {
       if (!evd.waitable) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
@@ -590,7 +609,7 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE handle, DAT_TIMEOUT timeout, DAT_EVD_HANDLE *
       Cno &c;
       ~Leave() { --c.waiters; }
     } leave{cno};
-    const auto deadline = deadline_of(timeout);
+    Deadline deadline(timeout);
     for (;;) {
       std::vector<pollfd> fds{{cno.wake.get(), POLLIN, 0}};
       std::vector<std::pair<Evd *, int>> cqs;  // each EVD's channel fd's index in fds
