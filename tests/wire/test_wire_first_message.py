@@ -79,12 +79,12 @@ def test_a_passive_ep_sends_after_the_active_side_has_spoken_on_iwarp_only(dat_c
     assert client["recv_status"] == "SUCCESS" and client["message"] == "server speaks", shown
     send_at, sent_at = float(server["send_at"]), float(client["sent_at"])
     if link.name == "iwarp":
-        # the server's message reached the client only after the client had spoken (each side's
-        # own clock), and the server's send completed no sooner than that (the server's
-        # CONNECTED comes before the client's: its clock started first)
+        # Each statement on one side's own clock (the two start at their own CONNECTED, which
+        # need not be simultaneous): the server's message reached the client only after the
+        # client had spoken (at 0.5 s), and the server's send completed before the hold's limit,
+        # so what released it was the client's message.
         assert float(client["recv_at"]) >= sent_at, f"the send was not held\n{shown}"
-        assert sent_at - 0.05 <= send_at < HOLD_LIMIT, (
-            f"not released by the client's message\n{shown}")
+        assert send_at < HOLD_LIMIT, f"not released by the client's message\n{shown}"
     else:
         assert send_at < sent_at - 0.2, f"RoCE must not hold\n{shown}"
 
