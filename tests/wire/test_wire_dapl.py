@@ -149,13 +149,17 @@ def run_pair(peer, link, program, server_provider, client_provider, timeout=90, 
         env=env, capture_output=True, text=True, cwd="/tmp")
     if before_quit:
         before_quit()
+    quit = None
     if program == "dapltest":  # its server serves until told to quit
-        subprocess.run(["timeout", "30", "dapltest", "-T", "Q", "-s", link.peer_addr, "-D", cp,
-                        "-n", str(port)], env=env, capture_output=True)
+        quit = subprocess.run(["timeout", "30", "dapltest", "-T", "Q", "-s", link.peer_addr,
+                               "-D", cp, "-n", str(port)], env=env, capture_output=True,
+                              text=True)
     # A server whose client gave up waits for it until its timeout: 10 s are enough to tell
     # that from one that is still finishing its part (rc None: killed then).
     end = peer.wait(job, timeout=40 if client.returncode == 0 else 10)
+    hang = None
     if end["rc"] is None:
+        hang = _peer_hang_report(peer, spec["server"](port, link.peer_addr, sp)[0])
         peer.kill(job)
     server_out = peer.sh(f"cat {log}; rm -f {log}")["out"]
     client_out = client.stdout + client.stderr
@@ -165,11 +169,29 @@ def run_pair(peer, link, program, server_provider, client_provider, timeout=90, 
           and all(v in client_out for v in spec["verdicts"])
           and all(v in server_out for v in spec["server_verdicts"])
           and not _errors(client_out) and not _errors(server_out))
+    # what a failure shows besides the server's own output
+    if quit is not None and quit.returncode != 0:
+        server_out += f"\n(the quit, dapltest -T Q: rc {quit.returncode})\n"
+        server_out += (quit.stdout + quit.stderr)[-800:]
+    if hang is not None:
+        server_out += f"\n(the server, before the kill)\n{hang}"
     return ok, (end["rc"], server_out), (client.returncode, client_out)
 
 
+def _peer_hang_report(peer, name):
+    """kdat_harness.dapl.hang_report on the peer, for its processes called `name` (the server
+    that did not end): their kdat objects and kernel and user stacks."""
+    script = ("import subprocess, sys; from kdat_harness.dapl import hang_report; "
+              "pids = subprocess.run(['pgrep', '-x', sys.argv[1]], capture_output=True, "
+              "text=True).stdout.split(); "
+              "print(hang_report({f'{sys.argv[1]} on the peer': int(p) for p in pids}))")
+    r = peer.sh(f"PYTHONPATH=tests timeout 200 /usr/bin/python3 -c {shlex.quote(script)} "
+                f"{shlex.quote(os.path.basename(name))}", timeout=240, check=False)
+    return r["out"] + r["err"][-500:]
+
+
 def _show(label, rc, out):
-    return f"--- {label} (rc {rc}):\n{out[-2500:]}"
+    return f"--- {label} (rc {rc}):\n{out[-6000:]}"
 
 
 # dapltest -T T over kdat with kdat on iWARP once failed 2 of 14 runs by hand (2026-11-27), where
