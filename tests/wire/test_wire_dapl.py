@@ -149,9 +149,9 @@ def run_pair(peer, link, program, server_provider, client_provider, timeout=90, 
         env=env, capture_output=True, text=True, cwd="/tmp")
     if before_quit:
         before_quit()
-    quit = None
+    quit_run = None
     if program == "dapltest":  # its server serves until told to quit
-        quit = subprocess.run(["timeout", "30", "dapltest", "-T", "Q", "-s", link.peer_addr,
+        quit_run = subprocess.run(["timeout", "30", "dapltest", "-T", "Q", "-s", link.peer_addr,
                                "-D", cp, "-n", str(port)], env=env, capture_output=True,
                               text=True)
     # A server whose client gave up waits for it until its timeout: 10 s are enough to tell
@@ -170,9 +170,9 @@ def run_pair(peer, link, program, server_provider, client_provider, timeout=90, 
           and all(v in server_out for v in spec["server_verdicts"])
           and not _errors(client_out) and not _errors(server_out))
     # what a failure shows besides the server's own output
-    if quit is not None and quit.returncode != 0:
-        server_out += f"\n(the quit, dapltest -T Q: rc {quit.returncode})\n"
-        server_out += (quit.stdout + quit.stderr)[-800:]
+    if quit_run is not None and quit_run.returncode != 0:
+        server_out += f"\n(the quit, dapltest -T Q: rc {quit_run.returncode})\n"
+        server_out += (quit_run.stdout + quit_run.stderr)[-800:]
     if hang is not None:
         server_out += f"\n(the server, before the kill)\n{hang}"
     return ok, (end["rc"], server_out), (client.returncode, client_out)

@@ -27,8 +27,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // CLOCK_MONOTONIC_COARSE: the vDSO answers it from memory whatever the clocksource.  steady_clock
-// reads the clocksource's counter, and is a system call where the vDSO cannot (HPET, as in a TCG
-// guest: 1.2 us a call against 0.07), which an empty evd_dequeue in a polling loop cannot afford.
+// reads the clocksource's counter, which on the TCG guest's HPET costs 1.2 us a call (0.07 for
+// the coarse clock): more than an empty evd_dequeue in a polling loop can afford.
 std::chrono::nanoseconds coarse_now() {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
@@ -57,8 +57,8 @@ UniqueFd make_eventfd() {
 }
 
 // A DAT timeout (µs; DAT_TIMEOUT_INFINITE = none), counted from the first sleep: a wait that finds
-// its event at once reads no clock (a clock read is 1.2 µs on the TCG guest's HPET, where the
-// vDSO must ask the clocksource), and the work before that first sleep is microseconds.
+// its event at once reads no clock (1.2 µs a read on the TCG guest's HPET, see coarse_now), and
+// the work before that first sleep is microseconds, so the wait never ends early.
 class Deadline {
  public:
   explicit Deadline(DAT_TIMEOUT timeout) : timeout_(timeout) {}
