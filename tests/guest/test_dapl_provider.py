@@ -23,8 +23,11 @@ from kdat_harness.dapl import DAPL_DIR, DAT_CONF, hang_report
 from kdat_harness.dapl import conf_entries as _conf_entries
 from kdat_harness.dapl import listens as _listens
 from kdat_harness.dapl import ofa_name as _ofa_name
+from kdat_harness.dat import kdat_files, next_port, wait_cr  # noqa: F401 (kdat_files: a fixture)
+from kdat_harness.dat import side as kernel_side
 
 CHECK = os.path.join(DAPL_DIR, "dapl_provider_check")
+FIRST_MESSAGE = os.path.join(DAPL_DIR, "dapl_first_message")
 # The debug lane's kernel (KASAN, lockdep, kmemleak) is several times slower: fewer connections.
 COUNT = int(os.environ.get("KDAT_DTESTCM_COUNT",
                            "50" if os.environ.get("KDAT_DEBUG_KERNEL") == "1" else "1000"))
@@ -261,6 +264,39 @@ def test_provider_connection_management_and_error_paths(kdat_module, rdma, kerne
     _record(f"provider_check kdat: {summary.group(0) if summary else 'no summary'} (rc {r.returncode})")
     assert r.returncode == 0 and not failed, "\n".join(failed) + "\n" + out[-4000:]
     assert summary and int(summary.group(1)) >= 100 and summary.group(2) == "0", out[-2000:]
+
+
+@pytest.fixture
+def listener(kdat_files, rdma):
+    """A kernel-API IA with a CR EVD (kdat_harness.dat.side), on its own file."""
+    return kernel_side(kdat_files())
+
+
+def test_provider_eps_ask_for_dapls_transport_retry_count(kdat_module, rdma, kernel_log,
+                                                          listener):
+    """DAT's EP attributes have no transport retry count, so the provider picks one: DAPL's
+    (IB_RC_RETRY_COUNT 7, which rxe takes as "for ever"), not kdat.ko's default 6.  With 6, a
+    dtest -p RDMA write failed DAT_DTO_ERR_TRANSPORT on a loaded debug guest, where rxe's 268 ms
+    ACK timer fired hundreds of times a run with no packet lost.  The count travels in the REQ
+    (the passive side's QP takes it from there): a kernel-API listener reads it in the CR of a
+    DAT client's connect, and rejects it."""
+    port = next_port()
+    listener.k.psp_create(listener.ia, listener.crevd, port)
+    env = dict(os.environ, DAT_OVERRIDE=DAT_CONF)
+    client = subprocess.Popen([FIRST_MESSAGE, "client", "kdat", rdma["KDAT_TEST_ADDR"], str(port),
+                               "silent"], env=env, cwd="/tmp", stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        crev = wait_cr(listener, timeout_us=30_000_000)
+        cr = listener.k.cr_query(crev.cr)
+        listener.k.cr_reject(crev.cr)
+        out, _ = client.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    assert (cr.remote_retry_count, cr.remote_rnr_retry_count) == (7, 7), out
+    assert client.returncode != 0 and "connected=1" not in out, out
 
 
 # ---- conformance runs that once failed over kdat and pass over libdaplofa (each provider is

@@ -94,6 +94,8 @@ DAT_EP_ATTR default_attr(Ia &ia) {
   return a;
 }
 
+constexpr std::uint8_t kDaplRetryCount = 7;
+
 kdat::EpAttributes to_kdat(const DAT_EP_ATTR &attr) {
   if (attr.service_type != DAT_SERVICE_TYPE_RC || attr.qos != DAT_QOS_BEST_EFFORT)
     fail(DAT_MODEL_NOT_SUPPORTED);
@@ -107,6 +109,11 @@ kdat::EpAttributes to_kdat(const DAT_EP_ATTR &attr) {
   k.max_request_iov = static_cast<std::uint32_t>(attr.max_request_iov);
   k.max_rdma_read_in = static_cast<std::uint32_t>(attr.max_rdma_read_in);
   k.max_rdma_read_out = static_cast<std::uint32_t>(attr.max_rdma_read_out);
+  // DAT has no retry count in its EP attributes: DAPL's (IB_RC_RETRY_COUNT 7), which rxe counts
+  // as "for ever".  kdat.ko's own default (6) makes rxe give up after six ACK timeouts without
+  // an ACK; on a loaded TCG guest rxe times out hundreds of times per dtest run (2026-11-28), and
+  // six in a row failed a write that libdaplofa's QPs would have carried.
+  k.retry_count = kDaplRetryCount;
   return k;
 }
 
