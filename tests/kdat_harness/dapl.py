@@ -73,9 +73,13 @@ def _kdat_objects_summary(pid, most=20):
     usual = {}
     for (ty, st), n in counts.most_common():
         usual.setdefault(ty, st)
-    odd = [o for o in objects if o["state"] != usual[o["type"]]]
+    # the odd ones, and every EVD and lone EP: their event counts tell an event the kernel never
+    # posted from one the process never took
+    odd = [o for o in objects if o["state"] != usual[o["type"]] or o["type"] == "EVD"
+           or (o["type"] == "EP" and counts[(o["type"], o["state"])] == 1)]
     for o in odd[:most]:
         lines.append(f"  {o['type']} {o['handle_hex']} {o['state']} last_event {o['last_event']} "
+                     f"events {o['events']} transitions {o['transitions']} "
                      f"flags {o['flags']} local {o['local']} remote {o['remote']}")
     if len(odd) > most:
         lines.append(f"  ... and {len(odd) - most} more")
