@@ -754,11 +754,31 @@ void kdat_ep_finish(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 	kdat_obj_put_now(&ep->obj);	/* the handle table's */
 }
 
+/*
+ * Freeing a connection ends it as the table's abrupt disconnect does, with
+ * its DISCONNECTED on the connect EVD before the EP dies: DAPL's
+ * dat_ep_free disconnects abruptly first, and programs (dtestcm) count that
+ * event.  The queued event keeps the EP's memory; its handle is stale.
+ * An attempt in flight still ends with no event (kdat_ep_kill).
+ */
+static void kdat_ep_free_hang_up(struct kdat_ep *ep)
+{
+	struct kdat_ep_wire wire = {};
+
+	mutex_lock(&ep->lock);
+	if (!ep->obj.dead && kdat_ep_state_connected(ep->state))
+		kdat_ep_apply(ep, KDAT_EP_STIM_DISCONNECT_ABRUPT, NULL, 0,
+			      KDAT_IA_COUNTER_REJECTED_OTHER, &wire);
+	mutex_unlock(&ep->lock);
+	kdat_ep_wire_run(ep, &wire);
+}
+
 kdat_ret_t kdat_ep_free(struct kdat_ep *ep)
 {
 	struct kdat_ctx *ctx = ep->obj.ctx;
 	struct kdat_ep_wire wire = {};
 
+	kdat_ep_free_hang_up(ep);
 	mutex_lock(&ctx->lock);
 	if (ep->obj.dead) {
 		mutex_unlock(&ctx->lock);

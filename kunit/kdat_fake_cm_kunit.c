@@ -1294,6 +1294,28 @@ static void reject_after_accept(struct kunit *test)
 }
 
 /*
+ * A connected EP freed: the table's abrupt disconnect first, as DAPL's
+ * dat_ep_free does, so its DISCONNECTED is posted (naming the freed EP) and
+ * one DREQ goes out; the id waits in an orphan for the DREP, then goes.
+ */
+static void free_connected_ep_posts_disconnected(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_connected(test, ep);
+	struct kdat_ep_step s = go(test, KDAT_EP_CONNECTED, KDAT_EP_STIM_DISCONNECT_ABRUPT);
+
+	KUNIT_EXPECT_EQ(test, s.event, (u32)KDAT_EP_EVENT_DISCONNECTED);
+	KUNIT_EXPECT_EQ(test, kdat_ep_free(ep), KDAT_DAT_SUCCESS);
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_DISCONNECT], 1u);
+	KUNIT_EXPECT_FALSE(test, READ_ONCE(f->destroyed));
+	/* the peer's DREP: the orphan answers it and rdma_cm destroys the id */
+	KUNIT_EXPECT_EQ(test, fake_event(f, RDMA_CM_EVENT_DISCONNECTED), 1);
+	KUNIT_EXPECT_TRUE(test, f->cm_destroyed);
+	expect_no_events(test);
+}
+
+/*
  * An accepted EP freed before ESTABLISHED: no event (the EP is gone); its id
  * becomes an orphan that closes the connection properly (DREQ on
  * ESTABLISHED) and is destroyed when the CM reports the end.
@@ -1680,6 +1702,7 @@ static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(accept_races_device_removal),
 	KUNIT_CASE(accept_fails_in_cm),
 	KUNIT_CASE(reject_after_accept),
+	KUNIT_CASE(free_connected_ep_posts_disconnected),
 	KUNIT_CASE(free_completion_pending_ep),
 	KUNIT_CASE(accept_send_fails_after_disconnect),
 	KUNIT_CASE(uqp_establish_rtu_unlocked),

@@ -165,6 +165,11 @@ kdat_ret_t kdat_evd_dequeue(struct kdat_evd *evd, struct kdat_event_info *event,
 kdat_ret_t kdat_ep_create(struct kdat_ia *ia, struct kdat_evd *connect_evd,
 			  struct kdat_evd *request_evd, struct kdat_evd *recv_evd,
 			  const struct kdat_ep_attr *attr, struct kdat_ep **ep);
+/*
+ * Frees a connected (or DISCONNECT_PENDING) EP as an abrupt disconnect would
+ * end it: its flushed requests, then DISCONNECTED on its connect EVD, whose
+ * ep names the freed EP (compare it, never use it), as DAPL's dat_ep_free.
+ */
 kdat_ret_t kdat_ep_free(struct kdat_ep *ep);
 kdat_ret_t kdat_ep_query(struct kdat_ep *ep, struct kdat_ep_info *info);
 kdat_ret_t kdat_ep_modify(struct kdat_ep *ep, u32 mask,

@@ -384,6 +384,27 @@ def test_dtest_polling(kdat_module, rdma, kernel_log, which):
 
 
 @pytest.mark.parametrize("which", PROVIDERS)
+def test_freeing_a_connected_ep_posts_its_disconnected(kdat_module, rdma, kernel_log, which):
+    """dat_ep_free of a CONNECTED EP, server's or client's: DISCONNECTED on the freed EP's connect
+    EVD, naming the freed handle, and on the peer's -- as libdaplofa, whose dat_ep_free disconnects
+    abruptly first.  dtestcm -w frees EPs by index and counts those events: without them it
+    waited for ever when two DREQs were handled out of order."""
+    if not os.access(CHECK, os.X_OK):
+        pytest.fail(f"{CHECK} is missing: build it with 'make'")
+    provider = _provider(which)
+    env = dict(os.environ, DAT_OVERRIDE=DAT_CONF)
+    r = subprocess.run([CHECK, "--free-connected", provider, rdma["KDAT_TEST_ADDR"], "21400"],
+                       env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    out = r.stdout + r.stderr
+    summary = re.search(r"^checks: (\d+) failed: (\d+)$", out, re.M)
+    _record(f"provider_check --free-connected {provider}: "
+            f"{summary.group(0) if summary else 'no summary'} (rc {r.returncode})")
+    assert r.returncode == 0 and "FAIL" not in out, out[-3000:]
+    # ia_open; per side: psp, connect, ESTABLISHED, free, its event, its handle, the peer's; close
+    assert summary and int(summary.group(1)) == 16 and summary.group(2) == "0", out[-2000:]
+
+
+@pytest.mark.parametrize("which", PROVIDERS)
 def test_dapltest_limits(kdat_module, rdma, kernel_log, which):
     """dapltest -T L opens and closes IAs over and over (the provider must register again after
     its last IA closed) and listens on qualifier 0xaffab1e (above 16 bits: mapped to a port)."""

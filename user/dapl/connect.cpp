@@ -305,7 +305,10 @@ DAT_RETURN ep_free(DAT_EP_HANDLE handle) {
   return guard([&]() -> DAT_RETURN {
     auto lock = lock_provider();
     auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
+    // The kernel ends a connection freed with its EP with DISCONNECTED (kdat_ep_free).
+    const bool connected = kdat::has_connection(ep.kernel().state());
     ep.kernel().free();
+    if (connected) remember_freed_connection(*ep.ia, ep.kernel_handle, ep.handle);
     ++ep.ia->counters[DCNT_IA_EP_FREE];
     free_ep(ep);
     return DAT_SUCCESS;
@@ -559,6 +562,15 @@ Ep &adopt_ep(Ia &ia, std::uint32_t handle) {
 
 // Forgets `ep` on the provider's side; the caller has freed (or lost) the kernel EP.  The
 // kdat::Endpoint's destructor frees the kernel EP if it still exists (errors ignored).
+// An event whose EVD is freed first never takes its entry: the map is bounded, the oldest
+// entries' events name DAT_HANDLE_NULL.
+constexpr std::size_t kFreedConnectionsKept = 4096;
+
+void remember_freed_connection(Ia &ia, std::uint32_t kernel_handle, DAT_EP_HANDLE handle) {
+  if (ia.freed_connected_eps.size() >= kFreedConnectionsKept) ia.freed_connected_eps.clear();
+  ia.freed_connected_eps[kernel_handle] = handle;
+}
+
 void free_ep(Ep &ep) {
   ep.ia->data_path->forget_ep(ep);
   unwatch_connect(ep);

@@ -708,6 +708,10 @@ void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out) {
       data.ep_handle = ep->handle;
       data.private_data_size = static_cast<DAT_COUNT>(ep->event_private_data.size());
       data.private_data = ep->event_private_data.empty() ? nullptr : ep->event_private_data.data();
+    } else if (const auto freed = ia.freed_connected_eps.find(event.ep);
+               freed != ia.freed_connected_eps.end()) {
+      data.ep_handle = freed->second;  // the DISCONNECTED of an EP freed connected
+      ia.freed_connected_eps.erase(freed);
     }
   } else if (event.is_dto_completion()) {
     auto &data = out.event_data.dto_completion_event_data;

@@ -288,6 +288,9 @@ struct Ia : Object {
   // kernel handle -> provider object, to translate events
   std::unordered_map<std::uint32_t, Evd *> evds;
   std::unordered_map<std::uint32_t, Ep *> eps;
+  // EPs freed while connected: their DISCONNECTED is still to be taken, and names the freed
+  // DAT handle, as over DAPL (ep_free).  An entry goes when its event is translated.
+  std::unordered_map<std::uint32_t, DAT_EP_HANDLE> freed_connected_eps;
   std::vector<Evd *> connecting_evds;  // the EVDs whose `connecting` is not 0
   std::unordered_map<std::uint32_t, Object *> service_points;
   // ia_query's provider-specific attributes: the consumer keeps pointers into them while the
@@ -348,6 +351,7 @@ void unhold(Ep &ep);
 void free_evd(Evd &evd, bool quiet = false);
 // Frees an EP and everything that must go with it (evd refcounts, PZ).
 void free_ep(Ep &ep);
+void remember_freed_connection(Ia &ia, std::uint32_t kernel_handle, DAT_EP_HANDLE handle);
 // Wraps a kernel EP the provider made for a provider-flag PSP.
 Ep &adopt_ep(Ia &ia, std::uint32_t handle);
 

@@ -10,6 +10,7 @@
  *
  *   DAT_OVERRIDE=build/user/dapl/dat.conf provider_check PROVIDER IP PORT
  *   DAT_OVERRIDE=... provider_check --open-fails NAME TYPE     (host tests: no kdat.ko)
+ *   DAT_OVERRIDE=... provider_check --free-connected PROVIDER IP PORT   (any provider)
  *
  * Prints one line per check ("ok ..." / "FAIL ...") and "checks: N failed: M"; exits 0 only if
  * every check passed.
@@ -381,6 +382,73 @@ static void peer_gone_while_waiting(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, D
   dat_evd_free(s_conn);
   dat_evd_free(c_dto);
   dat_evd_free(c_conn);
+}
+
+/* dat_ep_free of a CONNECTED EP ends the connection as an abrupt disconnect does: DISCONNECTED
+ * on the freed EP's connect EVD, naming the freed handle, and on the peer's (libdaplofa's
+ * dat_ep_free disconnects abruptly first; dtestcm -w counts those events).  `freed`: which side
+ * is freed, "server" or "client".  Its own IA, so that the check runs alone over any provider
+ * (provider_check --free-connected). */
+static void free_connected(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port,
+                           const char *freed) {
+  DAT_EVD_HANDLE c_conn = DAT_HANDLE_NULL, s_conn = DAT_HANDLE_NULL, dto = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE cr = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL;
+  DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
+  DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
+  const int server = strcmp(freed, "server") == 0;
+  char what[96];
+  DAT_EVENT ev;
+
+  dat_pz_create(ia, &pz);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &c_conn);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &s_conn);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_DTO_FLAG, &dto);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CR_FLAG, &cr);
+  dat_ep_create(ia, pz, dto, dto, c_conn, NULL, &c);
+  dat_ep_create(ia, pz, dto, dto, s_conn, NULL, &s);
+  snprintf(what, sizeof(what), "fc %s: psp_create", freed);
+  if (expect(what, dat_psp_create(ia, port, cr, DAT_PSP_CONSUMER_FLAG, &psp), DAT_SUCCESS) &&
+      connect_pair(server ? "fc server" : "fc client", c, s, addr, port, cr, c_conn, s_conn)) {
+    const DAT_EP_HANDLE gone = server ? s : c;
+    DAT_EVENT_NUMBER n;
+
+    snprintf(what, sizeof(what), "fc %s: ep_free (%s, connected)", freed, freed);
+    expect(what, dat_ep_free(gone), DAT_SUCCESS);
+    if (server)
+      s = DAT_HANDLE_NULL;
+    else
+      c = DAT_HANDLE_NULL;
+    n = next_event(server ? s_conn : c_conn, &ev);
+    snprintf(what, sizeof(what), "fc %s: DISCONNECTED on the freed EP's connect EVD", freed);
+    if (!truth(what, n == DAT_CONNECTION_EVENT_DISCONNECTED)) printf("     (event 0x%x)\n", n);
+    snprintf(what, sizeof(what), "fc %s: ... naming the freed EP", freed);
+    truth(what, n == DAT_CONNECTION_EVENT_DISCONNECTED &&
+                    ev.event_data.connect_event_data.ep_handle == gone);
+    snprintf(what, sizeof(what), "fc %s: DISCONNECTED on the peer's connect EVD", freed);
+    truth(what, next_event(server ? c_conn : s_conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+  }
+  if (c != DAT_HANDLE_NULL) dat_ep_free(c);
+  if (s != DAT_HANDLE_NULL) dat_ep_free(s);
+  if (psp != DAT_HANDLE_NULL) dat_psp_free(psp);
+  dat_evd_free(cr);
+  dat_evd_free(dto);
+  dat_evd_free(s_conn);
+  dat_evd_free(c_conn);
+  dat_pz_free(pz);
+}
+
+/* provider_check --free-connected PROVIDER IP PORT: free_connected, each side, on its own. */
+static int free_connected_only(char *provider, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port) {
+  DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+  DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+
+  if (!expect("ia_open", dat_ia_open(provider, 8, &async, &ia), DAT_SUCCESS)) return 1;
+  free_connected(ia, addr, port, "server");
+  free_connected(ia, addr, port + 1, "client");
+  expect("ia_close", dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+  printf("checks: %d failed: %d\n", checks, failures);
+  return failures != 0;
 }
 
 /* DAT connection qualifiers are 64 bits, rdma_cm ports 16: a qualifier above 0xffff maps to
@@ -1011,8 +1079,13 @@ out:
 
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "--open-fails") == 0) return open_fails(argv[2], argv[3]);
+  const int free_only = argc == 5 && strcmp(argv[1], "--free-connected") == 0;
+  if (free_only) {
+    ++argv;
+    --argc;
+  }
   if (argc != 4) {
-    fprintf(stderr, "usage: %s PROVIDER IP PORT\n", argv[0]);
+    fprintf(stderr, "usage: %s [--free-connected] PROVIDER IP PORT\n", argv[0]);
     return 2;
   }
   char *provider = argv[1];
@@ -1021,6 +1094,7 @@ int main(int argc, char **argv) {
   server.sin_family = AF_INET;
   if (inet_pton(AF_INET, argv[2], &server.sin_addr) != 1) return 2;
   DAT_IA_ADDRESS_PTR server_addr = (DAT_IA_ADDRESS_PTR)&server;
+  if (free_only) return free_connected_only(provider, server_addr, port);
 
   DAT_IA_HANDLE ia = DAT_HANDLE_NULL, ia2 = DAT_HANDLE_NULL;
   DAT_EVD_HANDLE async = DAT_HANDLE_NULL, async2 = DAT_HANDLE_NULL;
@@ -1341,6 +1415,10 @@ int main(int argc, char **argv) {
       truth("dup_connect: both ends ESTABLISHED", n == 2);
     }
     expect("ep_free (connected dup)", dat_ep_free(dup), DAT_SUCCESS);
+    /* the freed EP's own DISCONNECTED first (posted before ep_free returned), as over DAPL */
+    truth("a freed connected EP gets DISCONNECTED, naming it",
+          next_event(conn_evd, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED &&
+              ev.event_data.connect_event_data.ep_handle == dup);
     /* the peer sees the abrupt teardown */
     truth("peer of a freed EP gets DISCONNECTED",
           next_event(conn_evd, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED &&
