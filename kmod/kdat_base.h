@@ -112,6 +112,7 @@ struct kdat_obj {
 	const struct kdat_obj_class *cls;
 	enum kdat_obj_type type;
 	u32 handle;		/* in ctx->objs; 0 once freed */
+	u32 freed_handle;	/* what handle was: events queued before the free name it */
 	struct kdat_ctx *ctx;
 	struct kref ref;
 	bool dead;		/* freed by the consumer (or its IA closed) */
@@ -360,6 +361,7 @@ struct kdat_obj *kdat_obj_get(struct kdat_ctx *ctx, u32 handle,
 void kdat_obj_put(struct kdat_obj *obj);
 void kdat_obj_put_now(struct kdat_obj *obj);
 u32 kdat_obj_handle(void *obj);
+u32 kdat_obj_event_handle(void *obj);
 /* EVD waits that leave the event's object references to the caller. */
 kdat_ret_t kdat_evd_wait_ref(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
 			     struct kdat_event_info *ev, u32 *nmore);

@@ -216,7 +216,8 @@ void kdat_obj_unlink(struct kdat_obj *obj)
 		memset((void *)rec + sizeof(rec->seq), 0, sizeof(*rec) - sizeof(rec->seq));
 		rec->generation = gen;
 		kdat_table_write_end(ctx->table, rec, -1);
-		WRITE_ONCE(obj->handle, 0);
+		WRITE_ONCE(obj->freed_handle, obj->handle);
+		smp_store_release(&obj->handle, 0);	/* kdat_obj_event_handle() */
 	}
 }
 
@@ -278,6 +279,23 @@ u32 kdat_obj_handle(void *p)
 	struct kdat_obj *obj = p;
 
 	return obj ? READ_ONCE(obj->handle) : 0;	/* records of other objects read it */
+}
+
+/*
+ * The handle an event names: a queued event pins its objects, and one whose
+ * object was freed before the event was taken names the handle it had (as
+ * DAT's events name a freed EP); the generation makes it stale to any call.
+ */
+u32 kdat_obj_event_handle(void *p)
+{
+	struct kdat_obj *obj = p;
+	u32 handle;
+
+	if (!obj)
+		return 0;
+	/* pairs with kdat_obj_unlink()'s release: a 0 here means freed_handle is set */
+	handle = smp_load_acquire(&obj->handle);
+	return handle ? handle : READ_ONCE(obj->freed_handle);
 }
 
 void kdat_event_get_refs(struct kdat_event_info *info)

@@ -64,10 +64,10 @@ void kdat_event_to_user(struct kdat_event *out, const struct kdat_event_info *in
 {
 	memset(out, 0, sizeof(*out));
 	out->number = in->number;
-	out->evd = kdat_obj_handle(in->evd);
-	out->ep = kdat_obj_handle(in->ep);
-	out->sp = kdat_obj_handle(in->sp);
-	out->cr = kdat_obj_handle(in->cr);
+	out->evd = kdat_obj_event_handle(in->evd);
+	out->ep = kdat_obj_event_handle(in->ep);
+	out->sp = kdat_obj_event_handle(in->sp);
+	out->cr = kdat_obj_event_handle(in->cr);
 	out->dto_status = in->dto_status;
 	out->cookie = in->cookie;
 	out->transfered_length = in->transfered_length;

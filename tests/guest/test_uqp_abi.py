@@ -355,6 +355,7 @@ def test_establish_races_the_timeout_and_free_without_harm(two):
             continue
         ev = client.k.try_wait(client.evd, T)
         assert ev is not None
+        established = False
         if ev.number != INTERNAL:          # the timeout beat the REP
             assert ev.name == "CONNECTION_EVENT_TIMED_OUT", ev
             outcomes["TIMED_OUT"] += 1
@@ -373,6 +374,7 @@ def test_establish_races_the_timeout_and_free_without_harm(two):
             elif st == DAT["DAT_SUCCESS"]:
                 assert client.k.expect_event(client.evd, "ESTABLISHED")
                 outcomes["ESTABLISHED"] += 1
+                established = True
             else:
                 assert dtype(st) == DAT["DAT_INVALID_STATE"]
                 client.k.expect_event(client.evd, "TIMED_OUT")
@@ -384,6 +386,8 @@ def test_establish_races_the_timeout_and_free_without_harm(two):
             pass
         if not (ev.number == INTERNAL and i % 4 == 3):
             client.k.ep_free(cep)
+            if established:   # a connection freed ends as an abrupt disconnect: DISCONNECTED
+                assert client.k.expect_event(client.evd, "DISCONNECTED").ep == cep
         server.k.ep_free(sep)
     print("establish race outcomes:", outcomes, "timeout", timeout_us, "us")
     assert outcomes["ESTABLISHED"] + outcomes["TIMED_OUT"] + outcomes["freed"] >= 20, outcomes

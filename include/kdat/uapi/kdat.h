@@ -191,6 +191,11 @@ struct kdat_evd_free {
 };
 
 /* One event, as dat_evd_wait/dequeue return it. */
+/*
+ * An event names its objects by handle; one freed after the event was queued
+ * keeps the handle it had (stale by its generation): a connected EP's
+ * KDAT_IOC_EP_FREE queues its DISCONNECTED, naming the EP just freed.
+ */
 struct kdat_event {
 	__u32 number;		/* DAT_EVENT_NUMBER */
 	__u32 evd;		/* the EVD it came from */
