@@ -451,11 +451,8 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
           throw;
         }
         lock.lock();
-        if (got) {
-          DAT_EVENT first{};
-          translate(evd, *got, first);
-          evd.local.push_front(first);
-        }
+        // As every kernel event: behind the EP's flushes and any events held for them.
+        if (got) accept(evd, *got);
       }
     }
   });
