@@ -3,16 +3,14 @@
 Each test opens its own IAs, so every counter starts at 0 and each is checked for its exact value
 after real connections over rdma_cm on rxe: what was counted, and that nothing else was."""
 import json
-import os
 import subprocess
 
-from kdat_harness import REPO
+from kdat_harness import KDATCTL
 from kdat_harness.dat import (BLACK_HOLE, DAT, SILENT_HOST, U, black_hole, client,  # noqa: F401
                               connect_pair, expect_dat_error, host_addr, kdat_files, next_port,
                               server, side, wait_cr)
 
 T = 5_000_000
-KDATCTL = os.path.join(REPO, "build", "user", "kdatctl")
 
 
 def counters(s):

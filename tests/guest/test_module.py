@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from kdat_harness import guest, kdat_version
+from kdat_harness import KDATCTL, guest, kdat_version
 from kdat_harness.guest import UAPI, errno
 
 
@@ -134,7 +134,7 @@ def test_bad_size_reserved_bits_and_unknown_command(dev):
 def test_user_library_sees_the_module(dev):
     """kdatctl version: its own version and the module's (include/kdat/version.h, the one
     source; MODULE_VERSION puts it in /sys/module/kdat/version), the ABI and DAT versions."""
-    kdatctl = os.path.join(os.environ["KDAT_REPO"], "build", "user", "kdatctl")
+    kdatctl = KDATCTL
     version = kdat_version()
     with open("/sys/module/kdat/version") as f:
         assert f.read().strip() == version

@@ -13,7 +13,7 @@ import tempfile
 
 import pytest
 
-from kdat_harness import REPO, guest
+from kdat_harness import KDATCTL, REPO, guest
 from kdat_harness.dat import (DAT, STATE_VALUE, Kdat, connect_pair, host_addr, is_success, kd,  # noqa: F401
                               kdat_files, next_port, side, status_name)
 from kdat_harness.guest import UAPI, errno
@@ -411,8 +411,6 @@ def test_root_may_attach_any_table(kd, owner, echo):
 
 
 # ---- observers (KDAT_TABLE_VIEWER) and kdatctl ------------------------------------------------
-
-KDATCTL = os.path.join(REPO, "build", "user", "kdatctl")
 
 
 def kdatctl(*argv, check=True):

@@ -10,13 +10,12 @@ import time
 
 import pytest
 
-from kdat_harness import REPO
+from kdat_harness import KDATCTL, REPO
 from kdat_harness.timing import assert_prompt
 
 BUILD = os.path.join(REPO, "build", "user", "vipl")
 GTEST = os.path.join(BUILD, "vipl_guest_tests")
 PROGRAM = os.path.join(BUILD, "vipl_connect")
-KDATCTL = os.path.join(REPO, "build", "user", "kdatctl")
 SILENT_HOST = "192.0.2.99"
 
 

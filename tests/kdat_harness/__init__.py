@@ -4,6 +4,7 @@ import os
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INCLUDE = os.path.join(REPO, "include")
+KDATCTL = os.path.join(REPO, "build", "user", "kdatctl")  # the build's kdatctl (user/tools)
 
 
 def kdat_version():

@@ -7,7 +7,7 @@ import re
 import shutil
 import subprocess
 
-from . import REPO
+from . import KDATCTL, REPO
 
 DAPL_DIR = os.path.join(REPO, "build", "user", "dapl")
 DAT_CONF = os.path.join(DAPL_DIR, "dat.conf")
@@ -62,8 +62,7 @@ def listens(pid):
 def _kdat_objects_summary(pid, most=20):
     """What kdat's tables hold for `pid`: a count of its objects by type and state, and the
     objects whose state is not the most common of their type (the ones a hang is about)."""
-    kdatctl = os.path.join(REPO, "build", "user", "kdatctl")
-    r = subprocess.run([kdatctl, "list", "--json", "--pid", str(pid)], capture_output=True,
+    r = subprocess.run([KDATCTL, "list", "--json", "--pid", str(pid)], capture_output=True,
                        text=True, timeout=30)
     if r.returncode != 0:
         return [f"kdatctl list: rc {r.returncode}: {r.stderr.strip()}"]

@@ -22,12 +22,11 @@ import time
 
 import pytest
 
-from kdat_harness import REPO
+from kdat_harness import KDATCTL, REPO
 from kdat_harness.dat import next_port
 
 CONF = "/tmp/kdat-wire-dat.conf"
 LIB = os.path.join(REPO, "build", "user", "dapl", "libdaplkdat.so.2.0.0")
-KDATCTL = os.path.join(REPO, "build", "user", "kdatctl")
 # (server's provider, client's): every pairing that shares a wire format.  A framed kdat client
 # with a libdaplofa server does not: test_a_framed_kdat_client_... shows what dapltest says.
 PAIRINGS = [("ofa", "ofa"), ("kdat", "kdat"), ("kdat", "ofa"), ("ofa", "kdat-raw"),
