@@ -15,6 +15,15 @@ static char *ia_name = "kdat0";
 module_param(ia_name, charp, 0444);
 MODULE_PARM_DESC(ia_name, "netdev or IP address of the IA");
 
+/*
+ * abrupt=1: the client disconnects abruptly, as rdma_disconnect() does (QP to
+ * error, then the DREQ); the default is DAT's graceful disconnect, whose QP
+ * stays usable until the peer's DREP (seed 001).
+ */
+static bool abrupt;
+module_param(abrupt, bool, 0444);
+MODULE_PARM_DESC(abrupt, "disconnect abruptly (rdma_disconnect's QP semantics)");
+
 static struct kdat_ia *ia;
 static struct kdat_evd *srv_evd, *cli_evd;
 static struct kdat_sp *psp;
@@ -143,7 +152,8 @@ static int bench_disconnect(void)
 
 	while (s_disc < n_srv || c_disc < n_cli) {
 		while (issued < n_cli && issued - c_disc < window) {
-			if (kdat_ep_disconnect(cli[issued++], KDAT_CLOSE_GRACEFUL))
+			if (kdat_ep_disconnect(cli[issued++],
+					       abrupt ? KDAT_CLOSE_ABRUPT : KDAT_CLOSE_GRACEFUL))
 				errors++;
 		}
 		seen = atomic_read(&bench_seq);
