@@ -560,10 +560,8 @@ Ep &adopt_ep(Ia &ia, std::uint32_t handle) {
   return ep;
 }
 
-// Forgets `ep` on the provider's side; the caller has freed (or lost) the kernel EP.  The
-// kdat::Endpoint's destructor frees the kernel EP if it still exists (errors ignored).
-// An event whose EVD is freed first never takes its entry: the map is bounded, the oldest
-// entries' events name DAT_HANDLE_NULL.
+// An event whose EVD is freed first never takes its entry, so the map is bounded: once full it
+// is emptied, and the DISCONNECTED events still to come for those EPs name DAT_HANDLE_NULL.
 constexpr std::size_t kFreedConnectionsKept = 4096;
 
 void remember_freed_connection(Ia &ia, std::uint32_t kernel_handle, DAT_EP_HANDLE handle) {
@@ -571,6 +569,8 @@ void remember_freed_connection(Ia &ia, std::uint32_t kernel_handle, DAT_EP_HANDL
   ia.freed_connected_eps[kernel_handle] = handle;
 }
 
+// Forgets `ep` on the provider's side; the caller has freed (or lost) the kernel EP.  The
+// kdat::Endpoint's destructor frees the kernel EP if it still exists (errors ignored).
 void free_ep(Ep &ep) {
   ep.ia->data_path->forget_ep(ep);
   unwatch_connect(ep);
