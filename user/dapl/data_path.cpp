@@ -249,14 +249,8 @@ class PendingTable {
   void remove(std::uint64_t id) {
     if (find(id) != nullptr) release(static_cast<std::uint32_t>(id));
   }
-  // Removes the request `id` names and gives it back; nullopt if it was forgotten.
-  [[nodiscard]] std::optional<Pending> take(std::uint64_t id) {
-    Pending *p = find(id);
-    if (p == nullptr) return std::nullopt;
-    std::optional<Pending> out(*p);
-    release(static_cast<std::uint32_t>(id));
-    return out;
-  }
+  // Removes the request `id` names, which find() has just found.
+  void remove_found(std::uint64_t id) { release(static_cast<std::uint32_t>(id)); }
   template <typename F>
   void remove_if(F &&f) {
     for (std::uint32_t i = 0; i < slots_.size(); ++i)
@@ -518,6 +512,15 @@ class VerbsDataPath final : public DataPath {
     return cq != nullptr ? poll(evd, *cq) : 0;
   }
 
+  int take_completion(Evd &evd, DAT_EVENT &out) override {
+    Cq *cq = evd.cq;
+    if (cq == nullptr || !holding_.empty()) return -1;
+    ibv_wc wc;
+    while (ibv_poll_cq(cq->cq, 1, &wc) == 1)
+      if (complete(evd, wc, out)) return 1;
+    return 0;
+  }
+
   [[nodiscard]] bool holding() const override { return !holding_.empty(); }
 
   int arm(Evd &evd) override {
@@ -615,50 +618,65 @@ class VerbsDataPath final : public DataPath {
     return *slot;
   }
 
-  // One completion of `evd`'s CQ: 1 if it became an event.
+  // One completion of `evd`'s CQ into its local queue: 1 if it became an event.
   std::size_t take(Evd &evd, const ibv_wc &wc) {
-    auto taken = pending_.take(wc.wr_id);
-    if (!taken) return 0;  // of an EP freed or reset meanwhile
-    Pending &p = *taken;
+    DAT_EVENT &event = evd.local.add_back();
+    if (complete(evd, wc, event)) return 1;
+    evd.local.pop_back();
+    return 0;
+  }
+
+  // Settles one completion of `evd`'s CQ: its request leaves the table, and `event` gets the
+  // DAT event it makes, written whole; false if it makes none (a request of an EP freed or reset
+  // meanwhile, or a suppressed one that succeeded).
+  bool complete(Evd &evd, const ibv_wc &wc, DAT_EVENT &event) {
+    Pending *found = pending_.find(wc.wr_id);
+    if (found == nullptr) return false;  // of an EP freed or reset meanwhile
+    const Pending p = *found;
+    pending_.remove_found(wc.wr_id);
     ++evd.counters[DCNT_EVD_DTO_CALLBACK];
     const bool ok = wc.status == IBV_WC_SUCCESS;
     if (p.ep->qp) static_cast<UserQueuePair &>(*p.ep->qp).completed(p.recv, ok);
     // A receive is an extension's when the peer's request carried immediate data (the opcode
     // and flags of a completion in error mean nothing).
+    DAT_DTOS operation = p.operation;
+    std::optional<DAT_IB_EXT_TYPE> extension = p.extension;
     bool immed = false;
     if (p.recv && ok) {
       auto &c = p.ep->counters;
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         ++c[DCNT_EP_RECV_RDMA_IMM];
         c[DCNT_EP_RECV_RDMA_IMM_DATA] += wc.byte_len;
-        p.extension = DAT_IB_RDMA_WRITE_IMMED_DATA;
-        p.operation = static_cast<DAT_DTOS>(DAT_IB_DTO_RECV_IMMED);
+        extension = DAT_IB_RDMA_WRITE_IMMED_DATA;
+        operation = static_cast<DAT_DTOS>(DAT_IB_DTO_RECV_IMMED);
         immed = true;
       } else if (wc.wc_flags & IBV_WC_WITH_IMM) {
         ++c[DCNT_EP_RECV_IMM];
         c[DCNT_EP_RECV_IMM_DATA] += wc.byte_len;
-        p.extension = DAT_IB_RECV_IMMED_DATA;
-        p.operation = static_cast<DAT_DTOS>(DAT_IB_DTO_RECV_MSG_IMMED);
+        extension = DAT_IB_RECV_IMMED_DATA;
+        operation = static_cast<DAT_DTOS>(DAT_IB_DTO_RECV_MSG_IMMED);
         immed = true;
       } else {
         ++c[DCNT_EP_RECV];
         c[DCNT_EP_RECV_DATA] += wc.byte_len;
       }
     }
-    if (p.suppress && ok) return 0;
-    DAT_EVENT &event = evd.local.emplace_back();
+    if (p.suppress && ok) return false;
+    const bool extended = extension.has_value();
     event.event_number =
-        p.extension ? static_cast<DAT_EVENT_NUMBER>(DAT_IB_DTO_EVENT) : DAT_DTO_COMPLETION_EVENT;
+        extended ? static_cast<DAT_EVENT_NUMBER>(DAT_IB_DTO_EVENT) : DAT_DTO_COMPLETION_EVENT;
     event.evd_handle = evd.handle;
+    event.event_data = {};
     auto &data = event.event_data.dto_completion_event_data;
     data.ep_handle = p.ep->handle;
     data.user_cookie = p.cookie;
     data.status = to_dat(wc.status);
-    data.operation = p.operation;
+    data.operation = operation;
     data.transfered_length = p.recv ? (ok ? wc.byte_len : 0) : p.length;
-    if (p.extension) {
+    std::memset(event.event_extension_data, 0, sizeof(event.event_extension_data));
+    if (extended) {
       DAT_IB_EXTENSION_EVENT_DATA ext{};
-      ext.type = *p.extension;
+      ext.type = *extension;
       ext.status = ok ? DAT_OP_SUCCESS : DAT_IB_OP_ERR;
       // As libdaplofa, the 32 bits go into and come out of the work request unchanged, so
       // either provider reads the other's immediate data.
@@ -666,7 +684,7 @@ class VerbsDataPath final : public DataPath {
       static_assert(sizeof(ext) <= sizeof(event.event_extension_data));
       std::memcpy(event.event_extension_data, &ext, sizeof(ext));
     }
-    return 1;
+    return true;
   }
 
   // Opens the IA's device once; false if this process cannot (PZs without PD, kernel-QP EPs:

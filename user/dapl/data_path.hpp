@@ -114,6 +114,11 @@ class DataPath {
                                                                       MemoryKeys &keys) = 0;
   // Moves completions of `evd`'s CQ into evd.local; returns how many.
   virtual std::size_t poll_completions(Evd &evd) = 0;
+  // evd_dequeue's short way, for when nothing may come before the CQ's next completion
+  // (evd.local and evd.held are empty): takes `evd`'s next completion event straight into `out`
+  // instead of through evd.local.  1: `out` holds it; 0: the CQ is empty (polled); -1: not
+  // taken this way (no CQ, or requests held: poll_completions must run).
+  virtual int take_completion(Evd & /*evd*/, DAT_EVENT & /*out*/) { return -1; }
   // Before sleeping on `evd`: arms its CQ's notification (every time) and returns
   // the completion channel's fd (-1: the EVD has no CQ).  Completions that arrived before the
   // arming are moved to evd.local.  Completions polled into evd.local signal nobody: a sleeper

@@ -37,6 +37,7 @@ struct Table {
   std::mutex mutex;  // the provider lock
   std::deque<std::unique_ptr<Slot[]>> chunks;
   std::vector<std::uintptr_t> starts;  // the chunks' addresses, sorted (slot_of)
+  std::uintptr_t last_start = 0;       // the chunk slot_of found last (0: none yet)
   std::deque<Slot *> retired;          // FIFO of reusable slots
   std::size_t next_in_chunk = kChunk;
 };
@@ -50,16 +51,23 @@ Table &table() {
 // directly instead of passing the function-local static's guard on each call.
 Table &the_table = table();
 
-// The slot `handle` names if it is the address of one of ours (a binary search of the chunks,
-// on every call: cheaper than hashing the handle).  Slots of the last chunk not handed out yet
-// are never live, so lookups of them fail like those of retired slots.
+// The slot `handle` names if it is the address of one of ours: in the chunk found last (a data
+// path's calls name the same few objects over and over), else by a binary search of the chunks.
+// Slots of the last chunk not handed out yet are never live, so lookups of them fail like those
+// of retired slots.  Caller holds the provider lock (last_start).
 Slot *slot_of(DAT_HANDLE handle) {
   auto &t = the_table;
+  constexpr std::uintptr_t chunk_bytes = kChunk * sizeof(Slot);
   const auto address = reinterpret_cast<std::uintptr_t>(handle);
-  const auto after = std::upper_bound(t.starts.begin(), t.starts.end(), address);
-  if (after == t.starts.begin()) return nullptr;
-  const std::uintptr_t offset = address - *std::prev(after);
-  if (offset >= kChunk * sizeof(Slot) || offset % sizeof(Slot) != 0) return nullptr;
+  std::uintptr_t offset = address - t.last_start;
+  if (t.last_start == 0 || address < t.last_start || offset >= chunk_bytes) {
+    const auto after = std::upper_bound(t.starts.begin(), t.starts.end(), address);
+    if (after == t.starts.begin()) return nullptr;
+    offset = address - *std::prev(after);
+    if (offset >= chunk_bytes) return nullptr;
+    t.last_start = *std::prev(after);
+  }
+  if (offset % sizeof(Slot) != 0) return nullptr;
   return static_cast<Slot *>(handle);
 }
 

@@ -123,15 +123,16 @@ class EventQueue {
     head_ = (head_ + 1) & (ring_.size() - 1);
     --count_;
   }
-  void push_back(const DAT_EVENT &event) { emplace_back() = event; }
-  // A zeroed event at the back, to be filled in place (the completion path: no second copy).
-  DAT_EVENT &emplace_back() {
+  void push_back(const DAT_EVENT &event) { add_back() = event; }
+  // A new slot at the back whose contents are left as they were, for the caller to write whole
+  // in place (the completion path: no zeroing, no second copy).
+  DAT_EVENT &add_back() {
     make_room();
-    DAT_EVENT &slot = ring_[(head_ + count_) & (ring_.size() - 1)];
-    slot = DAT_EVENT{};
     ++count_;
-    return slot;
+    return ring_[(head_ + count_ - 1) & (ring_.size() - 1)];
   }
+  // Takes back the slot add_back() gave.
+  void pop_back() { --count_; }
   void push_front(const DAT_EVENT &event) {
     make_room();
     head_ = (head_ + ring_.size() - 1) & (ring_.size() - 1);
