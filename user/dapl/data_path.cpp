@@ -222,8 +222,8 @@ struct Pending {
 // freed) names an old generation and is ignored, even if the slot holds a newer request.
 class PendingTable {
  public:
-  // A new request's slot, reset, to be filled in place; `id` gets its wr_id.
-  Pending &add(std::uint64_t &id) {
+  // Records a new request; returns its wr_id.
+  std::uint64_t add(const Pending &pending) {
     std::uint32_t i = 0;
     if (free_.empty()) {
       i = static_cast<std::uint32_t>(slots_.size());
@@ -233,10 +233,9 @@ class PendingTable {
       free_.pop_back();
     }
     Slot &s = slots_[i];
-    s.pending = Pending{};
+    s.pending = pending;
     s.used = true;
-    id = (std::uint64_t{s.generation} << 32) | i;
-    return s.pending;
+    return (std::uint64_t{s.generation} << 32) | i;
   }
   // The request `id` names; nullptr if it was forgotten.
   [[nodiscard]] Pending *find(std::uint64_t id) {
@@ -560,8 +559,8 @@ class VerbsDataPath final : public DataPath {
     cqs_.erase(&evd);
   }
 
-  // A new posted request's record, to be filled in place; `id` gets its wr_id.
-  Pending &remember(std::uint64_t &id) { return pending_.add(id); }
+  // Records a new posted request; returns its wr_id.
+  std::uint64_t remember(const Pending &pending) { return pending_.add(pending); }
   void drop(std::uint64_t id) { pending_.remove(id); }
 
   // Whether the IA's device is an iWARP RNIC (MPA's first-message rule applies).
@@ -782,16 +781,15 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
     sge[i].lkey = r.iov[i].lmr_context;
     length += r.iov[i].segment_length;
   }
-  std::uint64_t id = 0;
-  Pending &p = path_.remember(id);
-  p.ep = &ep_;
-  p.evd = evd;
-  p.cookie = r.cookie;
-  p.length = length;
-  p.operation = reported(r.op);
-  p.extension = extension_of(r.op);
-  p.suppress = (r.flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0;
-  p.recv = recv;
+  const std::uint64_t id =
+      path_.remember({.ep = &ep_,
+                      .evd = evd,
+                      .cookie = r.cookie,
+                      .length = length,
+                      .operation = reported(r.op),
+                      .extension = extension_of(r.op),
+                      .suppress = (r.flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0,
+                      .recv = recv});
   int rc = 0;
   if (recv) {
     ibv_recv_wr wr{};

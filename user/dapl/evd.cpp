@@ -3,9 +3,11 @@
 // An EVD with the CONNECTION or CR flag owns a kdat EVD in ring mode: connection and CR events
 // come from the kernel's ring.  Every EVD also has a local queue (software events from
 // evd_post_se; DTO completions once the data path fills it) with an eventfd that wakes waiters of
-// software events and evd_set_unwaitable.  evd_wait sleeps in ppoll on the ring's fd, the eventfd
-// and the data path's completion channel fd (its CQ armed first: data_path.hpp), with the provider
-// lock dropped; the path that finds an event at once makes no system call.
+// software events and evd_set_unwaitable.  A dequeue that finds nothing queued (locally or held)
+// takes the CQ's next completion straight into the consumer's event (DataPath::take_completion).
+// evd_wait sleeps in ppoll on the ring's fd, the eventfd and the data path's completion channel fd
+// (its CQ armed first: data_path.hpp), with the provider lock dropped; the path that finds an event
+// at once makes no system call.
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>

@@ -34,7 +34,6 @@ struct Slot {
 static_assert(offsetof(Slot, provider) == 0);
 
 struct Table {
-  std::mutex mutex;  // the provider lock
   std::deque<std::unique_ptr<Slot[]>> chunks;
   std::vector<std::uintptr_t> starts;  // the chunks' addresses, sorted (slot_of)
   std::uintptr_t last_start = 0;       // the chunk slot_of found last (0: none yet)
@@ -47,7 +46,7 @@ Table &table() {
   return t;
 }
 
-// Bound when the library is loaded: the hot calls (every lookup and lock_provider) read it
+// Bound when the library is loaded: the hot calls (every lookup) read it
 // directly instead of passing the function-local static's guard on each call.
 Table &the_table = table();
 
@@ -89,7 +88,8 @@ Slot *new_slot() {
 
 }  // namespace
 
-std::unique_lock<std::mutex> lock_provider() { return std::unique_lock(the_table.mutex); }
+// (constexpr-constructed: usable before any other static of the library is)
+std::mutex provider_mutex;
 
 DAT_HANDLE publish(const Instance &instance, DAT_HANDLE_TYPE type, std::shared_ptr<Object> object) {
   Slot *s = new_slot();

@@ -91,8 +91,9 @@ struct Object {
 
 // ---- handle table (handles.cpp)
 
-// Everything the provider does holds this lock.
-std::unique_lock<std::mutex> lock_provider();
+// Everything the provider does holds this lock (inline: every post and dequeue takes it).
+extern std::mutex provider_mutex;
+inline std::unique_lock<std::mutex> lock_provider() { return std::unique_lock(provider_mutex); }
 
 // Registers `object` under a new handle owned by `instance`; sets object->handle.
 DAT_HANDLE publish(const Instance &instance, DAT_HANDLE_TYPE type, std::shared_ptr<Object> object);
