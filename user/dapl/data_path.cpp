@@ -727,14 +727,14 @@ class VerbsDataPath final : public DataPath {
 
 DAT_RETURN UserQueuePair::post(const Request &r) {
   const bool recv = r.op == Op::recv;
-  const kdat::EpState state = ep_.kernel().state();
+  const auto state = static_cast<unsigned>(ep_.kernel().state());
   // The state table says where each may be posted: receives before the connection and while
   // a graceful disconnect drains (seed 001 stops only new sends, RDMA and binds then), not once
-  // it has ended; requests only while connected.
+  // it has ended; requests only while connected.  (Its inline query: every post asks it.)
   if (recv) {
-    if (!kdat::allows(state, kdat::Stimulus::POST_RECV))
-      fail(DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(static_cast<unsigned>(state)));
-  } else if (!kdat::allows(state, kdat::Stimulus::POST_SEND)) {
+    if (!kdat_ep_state_allows(state, KDAT_EP_STIM_POST_RECV))
+      fail(DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(state));
+  } else if (!kdat_ep_state_allows(state, KDAT_EP_STIM_POST_SEND)) {
     fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
   }
   Evd *evd = recv ? ep_.recv_evd : ep_.request_evd;

@@ -411,7 +411,8 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
         if (nmore != nullptr) *nmore = static_cast<DAT_COUNT>(queued(evd));
         return DAT_SUCCESS;
       }
-      std::vector<pollfd> fds;
+      std::vector<pollfd> &fds = evd.wait_fds;
+      fds.clear();
       const int cq_index = append_fds(evd, fds);
       // arm() may have found the completions that were missing
       if (available(evd) >= need) continue;

@@ -16,6 +16,7 @@
 // The DAT headers take what they need from their includer: the socket types
 // (dat_ib_extensions.h: sockaddr_in6) and udat.h (dat_registry.h, dat_ib_extensions.h).
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 // (after the socket types)
 #include <dat2/udat.h>
@@ -194,6 +195,9 @@ struct Evd : Object {
   int users = 0;       // EPs, PSPs and RSPs that feed it, IA async
   int waiters = 0;     // threads in evd_wait
   int connecting = 0;  // user EPs whose active connect waits on this EVD (pump_connects)
+  // evd_wait's fds to sleep on, kept for their capacity: a wait that sleeps allocates nothing
+  // (one waiter at a time; it stays alive while it sleeps).
+  std::vector<pollfd> wait_fds;
   // Kernel events held back, in order, behind a DISCONNECTED whose EP still has DTOs on this
   // EVD's CQ that its QP's ERR has not flushed yet: they are delivered first (seed 001).
   struct Held {
