@@ -617,12 +617,14 @@ class VerbsDataPath final : public DataPath {
     return *slot;
   }
 
-  // One completion of `evd`'s CQ into its local queue: 1 if it became an event.
+  // One completion of `evd`'s CQ into its local queue: 1 if it became an event.  Made aside
+  // first: complete() may queue events itself (a release's flushed requests, through
+  // completed()), which may grow evd.local, so no slot of it is held across the call.
   std::size_t take(Evd &evd, const ibv_wc &wc) {
-    DAT_EVENT &event = evd.local.add_back();
-    if (complete(evd, wc, event)) return 1;
-    evd.local.pop_back();
-    return 0;
+    DAT_EVENT event;
+    if (!complete(evd, wc, event)) return 0;
+    evd.local.push_back(event);
+    return 1;
   }
 
   // Settles one completion of `evd`'s CQ: its request leaves the table, and `event` gets the

@@ -125,16 +125,11 @@ class EventQueue {
     head_ = (head_ + 1) & (ring_.size() - 1);
     --count_;
   }
-  void push_back(const DAT_EVENT &event) { add_back() = event; }
-  // A new slot at the back whose contents are left as they were, for the caller to write whole
-  // in place (the completion path: no zeroing, no second copy).
-  DAT_EVENT &add_back() {
+  void push_back(const DAT_EVENT &event) {
     make_room();
+    ring_[(head_ + count_) & (ring_.size() - 1)] = event;
     ++count_;
-    return ring_[(head_ + count_ - 1) & (ring_.size() - 1)];
   }
-  // Takes back the slot add_back() gave.
-  void pop_back() { --count_; }
   void push_front(const DAT_EVENT &event) {
     make_room();
     head_ = (head_ + ring_.size() - 1) & (ring_.size() - 1);
