@@ -59,7 +59,8 @@ Slot *slot_of(DAT_HANDLE handle) {
   constexpr std::uintptr_t chunk_bytes = kChunk * sizeof(Slot);
   const auto address = reinterpret_cast<std::uintptr_t>(handle);
   std::uintptr_t offset = address - t.last_start;
-  if (t.last_start == 0 || address < t.last_start || offset >= chunk_bytes) {
+  // (an address below last_start wraps to an offset past the chunk)
+  if (t.last_start == 0 || offset >= chunk_bytes) {
     const auto after = std::upper_bound(t.starts.begin(), t.starts.end(), address);
     if (after == t.starts.begin()) return nullptr;
     offset = address - *std::prev(after);
