@@ -118,10 +118,10 @@ enum class Op {
   fetch_and_add
 };
 
-bool is_atomic(Op op) { return op == Op::compare_and_swap || op == Op::fetch_and_add; }
+constexpr bool is_atomic(Op op) { return op == Op::compare_and_swap || op == Op::fetch_and_add; }
 
 // The operation a completion reports: DAT's DTOs, the IB extension's DTOs for its requests.
-DAT_DTOS reported(Op op) {
+constexpr DAT_DTOS reported(Op op) {
   switch (op) {
     case Op::send: return DAT_DTO_SEND;
     case Op::recv: return DAT_DTO_RECEIVE;
@@ -135,7 +135,7 @@ DAT_DTOS reported(Op op) {
 }
 
 // The extension event type of an IB extension request's completion.
-std::optional<DAT_IB_EXT_TYPE> extension_of(Op op) {
+constexpr std::optional<DAT_IB_EXT_TYPE> extension_of(Op op) {
   switch (op) {
     case Op::rdma_write_immed: return DAT_IB_RDMA_WRITE_IMMED;
     case Op::compare_and_swap: return DAT_IB_CMP_AND_SWAP;
@@ -144,7 +144,7 @@ std::optional<DAT_IB_EXT_TYPE> extension_of(Op op) {
   }
 }
 
-ibv_wr_opcode opcode_of(Op op) {
+constexpr ibv_wr_opcode opcode_of(Op op) {
   switch (op) {
     case Op::rdma_read: return IBV_WR_RDMA_READ;
     case Op::rdma_write: return IBV_WR_RDMA_WRITE;
@@ -155,10 +155,23 @@ ibv_wr_opcode opcode_of(Op op) {
   }
 }
 
-// One post as the consumer made it, with the positions of its arguments in the DAT call that
-// made it (for the DAT_INVALID_ARGn subtypes).
+// The state table's answer to "may this be posted now?" for every state, asked once when the
+// library is loaded: ep_table.h's query is a switch over all the rules, and every post asks.
+struct PostPermissions {
+  std::array<bool, KDAT_EP_STATE_LIMIT> send{};
+  std::array<bool, KDAT_EP_STATE_LIMIT> recv{};
+  PostPermissions() {
+    for (unsigned state = 0; state < KDAT_EP_STATE_LIMIT; ++state) {
+      send[state] = kdat_ep_state_allows(state, KDAT_EP_STIM_POST_SEND) != 0;
+      recv[state] = kdat_ep_state_allows(state, KDAT_EP_STIM_POST_RECV) != 0;
+    }
+  }
+};
+const PostPermissions kPostPermissions;
+
+// One post as the consumer made it (its operation is post()'s template argument), with the
+// positions of its arguments in the DAT call that made it (for the DAT_INVALID_ARGn subtypes).
 struct Request {
-  Op op = Op::send;
   DAT_COUNT segments = 0;
   DAT_LMR_TRIPLET *iov = nullptr;
   DAT_DTO_COOKIE cookie{};
@@ -205,15 +218,16 @@ const Lmr *lmr_holding(const Ia &ia, DAT_LMR_CONTEXT lkey, DAT_VADDR address, DA
 }
 
 // A posted work request, until its completion is taken.
+// Kept small (it is written at every post and read at every completion): the DAT operation and
+// the extension type follow from `op`.
 struct Pending {
   Ep *ep = nullptr;
   Evd *evd = nullptr;
   DAT_DTO_COOKIE cookie{};
   DAT_VLEN length = 0;
-  DAT_DTOS operation = DAT_DTO_SEND;
-  std::optional<DAT_IB_EXT_TYPE> extension;  // of an IB extension request
+  Op op = Op::send;
   bool suppress = false;
-  bool recv = false;
+  [[nodiscard]] bool recv() const { return op == Op::recv; }
 };
 
 // The posted work requests whose completions have not been taken.  A request's wr_id is its
@@ -224,13 +238,12 @@ class PendingTable {
  public:
   // Records a new request; returns its wr_id.
   std::uint64_t add(const Pending &pending) {
-    std::uint32_t i = 0;
-    if (free_.empty()) {
+    std::uint32_t i = free_;
+    if (i == kNone) {
       i = static_cast<std::uint32_t>(slots_.size());
       slots_.emplace_back();
     } else {
-      i = free_.back();
-      free_.pop_back();
+      free_ = slots_[i].next_free;
     }
     Slot &s = slots_[i];
     s.pending = pending;
@@ -262,18 +275,22 @@ class PendingTable {
   }
 
  private:
+  static constexpr std::uint32_t kNone = UINT32_MAX;
   struct Slot {
     Pending pending;
     std::uint32_t generation = 0;
+    std::uint32_t next_free = kNone;  // while free: the next free slot (a LIFO list)
     bool used = false;
   };
   void release(std::uint32_t i) {
-    slots_[i].used = false;
-    ++slots_[i].generation;
-    free_.push_back(i);
+    Slot &s = slots_[i];
+    s.used = false;
+    ++s.generation;
+    s.next_free = free_;
+    free_ = i;
   }
   std::vector<Slot> slots_;
-  std::vector<std::uint32_t> free_;
+  std::uint32_t free_ = kNone;  // the free slot reused first
 };
 
 class VerbsDataPath;
@@ -310,70 +327,74 @@ class KernelQueuePair final : public QueuePair {
 
 class UserQueuePair final : public QueuePair {
  public:
-  UserQueuePair(Ep &ep, VerbsDataPath &path) : ep_(ep), path_(path) {}
+  // An EP's user QP and kernel endpoint stay the same for the EP's life (dat_ep_reset resets
+  // the QP, it does not replace it): the hot path keeps them at hand.
+  UserQueuePair(Ep &ep, VerbsDataPath &path)
+      : ep_(ep),
+        path_(path),
+        endpoint_(ep.user->endpoint()),
+        qp_(ep.user->qp()),
+        max_inline_data_(ep.user->max_inline_data()) {}
 
   // The standard posts: segments, iov, cookie, flags (send, recv) or segments, iov, cookie,
   // remote, flags (RDMA) after the EP.
   DAT_RETURN post_send(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                        DAT_COMPLETION_FLAGS flags) override {
-    return post({.op = Op::send, .segments = n, .iov = iov, .cookie = cookie, .flags = flags});
+    return post<Op::send>({.segments = n, .iov = iov, .cookie = cookie, .flags = flags});
   }
   DAT_RETURN post_recv(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                        DAT_COMPLETION_FLAGS flags) override {
-    return post({.op = Op::recv, .segments = n, .iov = iov, .cookie = cookie, .flags = flags});
+    return post<Op::recv>({.segments = n, .iov = iov, .cookie = cookie, .flags = flags});
   }
   DAT_RETURN post_rdma_read(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                             const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override {
-    return post({.op = Op::rdma_read,
-                 .segments = n,
-                 .iov = iov,
-                 .cookie = cookie,
-                 .remote = remote,
-                 .flags = flags,
-                 .arg_flags = DAT_INVALID_ARG6});
+    return post<Op::rdma_read>({.segments = n,
+                                .iov = iov,
+                                .cookie = cookie,
+                                .remote = remote,
+                                .flags = flags,
+                                .arg_flags = DAT_INVALID_ARG6});
   }
   DAT_RETURN post_rdma_write(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override {
-    return post({.op = Op::rdma_write,
-                 .segments = n,
-                 .iov = iov,
-                 .cookie = cookie,
-                 .remote = remote,
-                 .flags = flags,
-                 .arg_flags = DAT_INVALID_ARG6});
+    return post<Op::rdma_write>({.segments = n,
+                                 .iov = iov,
+                                 .cookie = cookie,
+                                 .remote = remote,
+                                 .flags = flags,
+                                 .arg_flags = DAT_INVALID_ARG6});
   }
   // dat_extension_op's arguments: the EP is 1, the operation 2 (dat_ib_extensions.h's macros).
   DAT_RETURN post_rdma_write_immed(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                                    const DAT_RMR_TRIPLET *remote, DAT_UINT32 immed,
                                    DAT_COMPLETION_FLAGS flags) override {
-    return post({.op = Op::rdma_write_immed,
-                 .segments = n,
-                 .iov = iov,
-                 .cookie = cookie,
-                 .remote = remote,
-                 .flags = flags,
-                 .immed = immed,
-                 .arg_segments = DAT_INVALID_ARG3,
-                 .arg_iov = DAT_INVALID_ARG4,
-                 .arg_remote = DAT_INVALID_ARG6,
-                 .arg_flags = DAT_INVALID_ARG8});
+    return post<Op::rdma_write_immed>({.segments = n,
+                                       .iov = iov,
+                                       .cookie = cookie,
+                                       .remote = remote,
+                                       .flags = flags,
+                                       .immed = immed,
+                                       .arg_segments = DAT_INVALID_ARG3,
+                                       .arg_iov = DAT_INVALID_ARG4,
+                                       .arg_remote = DAT_INVALID_ARG6,
+                                       .arg_flags = DAT_INVALID_ARG8});
   }
   DAT_RETURN post_atomic(AtomicOp op, DAT_UINT64 compare_add, DAT_UINT64 swap,
                          DAT_LMR_TRIPLET *local, DAT_DTO_COOKIE cookie,
                          const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override {
     // compare-and-swap has one value more before the buffers than fetch-and-add
     const bool cas = op == AtomicOp::compare_and_swap;
-    return post({.op = cas ? Op::compare_and_swap : Op::fetch_and_add,
-                 .segments = 1,
-                 .iov = local,
-                 .cookie = cookie,
-                 .remote = remote,
-                 .flags = flags,
-                 .compare_add = compare_add,
-                 .swap = swap,
-                 .arg_iov = cas ? DAT_INVALID_ARG5 : DAT_INVALID_ARG4,
-                 .arg_remote = cas ? DAT_INVALID_ARG7 : DAT_INVALID_ARG6,
-                 .arg_flags = cas ? DAT_INVALID_ARG8 : DAT_INVALID_ARG7});
+    const Request r{.segments = 1,
+                    .iov = local,
+                    .cookie = cookie,
+                    .remote = remote,
+                    .flags = flags,
+                    .compare_add = compare_add,
+                    .swap = swap,
+                    .arg_iov = cas ? DAT_INVALID_ARG5 : DAT_INVALID_ARG4,
+                    .arg_remote = cas ? DAT_INVALID_ARG7 : DAT_INVALID_ARG6,
+                    .arg_flags = cas ? DAT_INVALID_ARG8 : DAT_INVALID_ARG7};
+    return cas ? post<Op::compare_and_swap>(r) : post<Op::fetch_and_add>(r);
   }
   [[nodiscard]] std::size_t outstanding_recv() const override { return recv_; }
   [[nodiscard]] std::size_t outstanding_request() const override { return request_; }
@@ -381,7 +402,11 @@ class UserQueuePair final : public QueuePair {
   ~UserQueuePair() override;
 
   // A completion of this EP was taken; `ok`: it succeeded.
-  void completed(bool recv, bool ok);
+  void completed(bool recv, bool ok) {
+    std::size_t &n = recv ? recv_ : request_;
+    if (n > 0) --n;
+    if (recv && first_send_ != FirstSend::open) first_receive(ok);
+  }
   // The EP is reset or freed (its posts forgotten).
   void clear();
   // Releases held requests whose hold is over (the first receive completed, kFirstSendHold
@@ -397,10 +422,13 @@ class UserQueuePair final : public QueuePair {
     std::vector<ibv_sge> sge;
   };
 
+  template <Op kOp>
   DAT_RETURN post(const Request &r);
   // The checks only an atomic needs (see post()).
   void check_atomic(const Request &r);
   [[nodiscard]] bool must_hold();
+  // The first receive of this connection completed (`ok`: successfully).
+  void first_receive(bool ok);
   void hold(std::uint64_t id, const ibv_send_wr &wr);
   // Posts the held requests in order; those the QP refuses complete as flushed.
   void post_held();
@@ -410,6 +438,9 @@ class UserQueuePair final : public QueuePair {
 
   Ep &ep_;
   VerbsDataPath &path_;
+  const kdat::Endpoint &endpoint_;
+  ibv_qp *const qp_;
+  const std::uint32_t max_inline_data_;
   std::size_t recv_ = 0;
   std::size_t request_ = 0;
   FirstSend first_send_ = FirstSend::undecided;
@@ -637,13 +668,14 @@ class VerbsDataPath final : public DataPath {
     pending_.remove_found(wc.wr_id);
     ++evd.counters[DCNT_EVD_DTO_CALLBACK];
     const bool ok = wc.status == IBV_WC_SUCCESS;
-    if (p.ep->qp) static_cast<UserQueuePair &>(*p.ep->qp).completed(p.recv, ok);
+    const bool recv = p.recv();
+    if (p.ep->qp) static_cast<UserQueuePair &>(*p.ep->qp).completed(recv, ok);
     // A receive is an extension's when the peer's request carried immediate data (the opcode
     // and flags of a completion in error mean nothing).
-    DAT_DTOS operation = p.operation;
-    std::optional<DAT_IB_EXT_TYPE> extension = p.extension;
+    DAT_DTOS operation = reported(p.op);
+    std::optional<DAT_IB_EXT_TYPE> extension = extension_of(p.op);
     bool immed = false;
-    if (p.recv && ok) {
+    if (recv && ok) {
       auto &c = p.ep->counters;
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         ++c[DCNT_EP_RECV_RDMA_IMM];
@@ -673,7 +705,7 @@ class VerbsDataPath final : public DataPath {
     data.user_cookie = p.cookie;
     data.status = to_dat(wc.status);
     data.operation = operation;
-    data.transfered_length = p.recv ? (ok ? wc.byte_len : 0) : p.length;
+    data.transfered_length = recv ? (ok ? wc.byte_len : 0) : p.length;
     std::memset(event.event_extension_data, 0, sizeof(event.event_extension_data));
     if (extended) {
       DAT_IB_EXTENSION_EVENT_DATA ext{};
@@ -727,16 +759,23 @@ class VerbsDataPath final : public DataPath {
   PendingTable pending_;
 };
 
+template <Op kOp>
 DAT_RETURN UserQueuePair::post(const Request &r) {
-  const bool recv = r.op == Op::recv;
-  const auto state = static_cast<unsigned>(ep_.kernel().state());
+  // What depends on the operation is decided when this is compiled (one copy per operation).
+  constexpr bool recv = kOp == Op::recv;
+  constexpr bool to_remote = kOp != Op::send && !recv;
+  constexpr bool atomic = is_atomic(kOp);
+  constexpr bool carries_data =
+      kOp == Op::send || kOp == Op::rdma_write || kOp == Op::rdma_write_immed;
+  const auto state = static_cast<unsigned>(endpoint_.state_inline());
   // The state table says where each may be posted: receives before the connection and while
   // a graceful disconnect drains (seed 001 stops only new sends, RDMA and binds then), not once
-  // it has ended; requests only while connected.  (Its inline query: every post asks it.)
-  if (recv) {
-    if (!kdat_ep_state_allows(state, KDAT_EP_STIM_POST_RECV))
+  // it has ended; requests only while connected (kPostPermissions: its answers).
+  const bool in_table = state < KDAT_EP_STATE_LIMIT;
+  if constexpr (recv) {
+    if (!in_table || !kPostPermissions.recv[state])
       fail(DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(state));
-  } else if (!kdat_ep_state_allows(state, KDAT_EP_STIM_POST_SEND)) {
+  } else if (!in_table || !kPostPermissions.send[state]) {
     fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
   }
   Evd *evd = recv ? ep_.recv_evd : ep_.request_evd;
@@ -747,7 +786,6 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
   const DAT_COUNT max_iov = recv ? ep_.attr.max_recv_iov : ep_.attr.max_request_iov;
   if (n < 0 || n > max_iov) fail(DAT_INVALID_PARAMETER, r.arg_segments);
   if (n > 0 && r.iov == nullptr) fail(DAT_INVALID_PARAMETER, r.arg_iov);
-  const bool to_remote = r.op != Op::send && !recv;
   if (to_remote && r.remote == nullptr) fail(DAT_INVALID_PARAMETER, r.arg_remote);
   constexpr DAT_COMPLETION_FLAGS known = static_cast<DAT_COMPLETION_FLAGS>(
       DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG |
@@ -760,16 +798,19 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
   // only and DAT_LENGTH_ERROR for buffer sizes; this is a resource limit ("failed due to
   // resource limitations"), as for max_request_dtos: DAT_INSUFFICIENT_RESOURCES, subtype the
   // RDMA read credits.
-  if ((r.op == Op::rdma_read || is_atomic(r.op)) && ep_.attr.max_rdma_read_out <= 0)
-    fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_CREDITS);
-  if (is_atomic(r.op)) check_atomic(r);
+  if constexpr (kOp == Op::rdma_read || atomic) {
+    if (ep_.attr.max_rdma_read_out <= 0) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_CREDITS);
+  }
+  if constexpr (atomic) check_atomic(r);
   // When the queue looks full, reap finished requests (suppressed ones included, which nobody
   // dequeues) and count again.
   const std::size_t max_dtos =
       static_cast<std::size_t>(recv ? ep_.attr.max_recv_dtos : ep_.attr.max_request_dtos);
   std::size_t &outstanding = recv ? recv_ : request_;
-  if (outstanding >= max_dtos) (void)path_.poll_completions(*evd);
-  if (outstanding >= max_dtos) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+  if (outstanding >= max_dtos) {
+    (void)path_.poll_completions(*evd);
+    if (outstanding >= max_dtos) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+  }
 
   std::array<ibv_sge, kStackSges> stack_sge;
   std::vector<ibv_sge> heap_sge;
@@ -777,64 +818,68 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
   ibv_sge *const sge = n > kStackSges ? heap_sge.data() : stack_sge.data();
   DAT_VLEN length = 0;
   for (DAT_COUNT i = 0; i < n; ++i) {
-    if (r.iov[i].segment_length > UINT32_MAX) fail(DAT_INVALID_PARAMETER, r.arg_iov);
-    sge[i].addr = r.iov[i].virtual_address;
-    sge[i].length = static_cast<std::uint32_t>(r.iov[i].segment_length);
-    sge[i].lkey = r.iov[i].lmr_context;
-    length += r.iov[i].segment_length;
+    const DAT_LMR_TRIPLET &segment = r.iov[i];
+    if (segment.segment_length > UINT32_MAX) fail(DAT_INVALID_PARAMETER, r.arg_iov);
+    sge[i].addr = segment.virtual_address;
+    sge[i].length = static_cast<std::uint32_t>(segment.segment_length);
+    sge[i].lkey = segment.lmr_context;
+    length += segment.segment_length;
   }
   const std::uint64_t id =
       path_.remember({.ep = &ep_,
                       .evd = evd,
                       .cookie = r.cookie,
                       .length = length,
-                      .operation = reported(r.op),
-                      .extension = extension_of(r.op),
-                      .suppress = (r.flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0,
-                      .recv = recv});
+                      .op = kOp,
+                      .suppress = (r.flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0});
   int rc = 0;
-  if (recv) {
-    ibv_recv_wr wr{};
+  if constexpr (recv) {
+    ibv_recv_wr wr;
     ibv_recv_wr *bad = nullptr;
     wr.wr_id = id;
+    wr.next = nullptr;
     wr.sg_list = sge;
     wr.num_sge = n;
-    rc = ibv_post_recv(ep_.user->qp(), &wr, &bad);
+    rc = ibv_post_recv(qp_, &wr, &bad);
   } else {
-    ibv_send_wr wr{};
+    // Every member a device reads for these opcodes on an RC QP is set; the bind_mw/tso union
+    // (IBV_WR_BIND_MW and IBV_WR_TSO only) is left as it is, as libdaplofa does: zeroing the
+    // whole request was a tenth of a post's own cost.
+    ibv_send_wr wr;
     ibv_send_wr *bad = nullptr;
     wr.wr_id = id;
+    wr.next = nullptr;
+    wr.imm_data = 0;
+    wr.qp_type.xrc.remote_srqn = 0;
+    wr.wr.atomic = {};
     wr.sg_list = sge;
     wr.num_sge = n;
-    wr.opcode = opcode_of(r.op);
+    wr.opcode = opcode_of(kOp);
     wr.send_flags = IBV_SEND_SIGNALED;
     // Small sends and writes carry their data in the work request: the device copies it at the
     // post instead of reading the LMR later (so, as with libdaplofa, the LMR context of such a
     // post is not checked).
-    const bool carries_data =
-        r.op == Op::send || r.op == Op::rdma_write || r.op == Op::rdma_write_immed;
-    if (carries_data && length > 0 && length <= ep_.user->max_inline_data())
-      wr.send_flags |= IBV_SEND_INLINE;
+    if (carries_data && length > 0 && length <= max_inline_data_) wr.send_flags |= IBV_SEND_INLINE;
     if (r.flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG) wr.send_flags |= IBV_SEND_SOLICITED;
     if (r.flags & DAT_COMPLETION_BARRIER_FENCE_FLAG) wr.send_flags |= IBV_SEND_FENCE;
-    if (is_atomic(r.op)) {
+    if constexpr (atomic) {
       wr.wr.atomic.remote_addr = r.remote->virtual_address;
       wr.wr.atomic.rkey = r.remote->rmr_context;
       wr.wr.atomic.compare_add = r.compare_add;
       wr.wr.atomic.swap = r.swap;
-    } else if (to_remote) {
+    } else if constexpr (to_remote) {
       wr.wr.rdma.remote_addr = r.remote->virtual_address;
       wr.wr.rdma.rkey = r.remote->rmr_context;
     }
     // As libdaplofa: the consumer's 32 bits unchanged (see take()).
-    if (r.op == Op::rdma_write_immed) wr.imm_data = r.immed;
+    if constexpr (kOp == Op::rdma_write_immed) wr.imm_data = r.immed;
     if (first_send_ != FirstSend::open && must_hold()) {
       hold(id, wr);
       ++outstanding;
-      count_post(ep_, r.op, length);
+      count_post(ep_, kOp, length);
       return DAT_SUCCESS;
     }
-    rc = ibv_post_send(ep_.user->qp(), &wr, &bad);
+    rc = ibv_post_send(qp_, &wr, &bad);
   }
   if (rc != 0) {
     path_.drop(id);
@@ -843,16 +888,13 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
     fail(DAT_INTERNAL_ERROR);
   }
   ++outstanding;
-  count_post(ep_, r.op, length);
+  count_post(ep_, kOp, length);
   return DAT_SUCCESS;
 }
 
 UserQueuePair::~UserQueuePair() { path_.stop_holding(*this); }
 
-void UserQueuePair::completed(bool recv, bool ok) {
-  std::size_t &n = recv ? recv_ : request_;
-  if (n > 0) --n;
-  if (!recv || first_send_ == FirstSend::open) return;
+void UserQueuePair::first_receive(bool ok) {
   // The peer's first message is in: MPA allows this side to send now.
   first_send_ = FirstSend::open;
   if (held_.empty()) return;
@@ -903,7 +945,7 @@ void UserQueuePair::post_held() {
     HeldRequest &h = held_[i];
     h.wr.sg_list = h.sge.data();
     ibv_send_wr *bad = nullptr;
-    if (ibv_post_send(ep_.user->qp(), &h.wr, &bad) != 0) break;
+    if (ibv_post_send(qp_, &h.wr, &bad) != 0) break;
   }
   flush_held(i);
 }
@@ -920,7 +962,7 @@ void UserQueuePair::flush_held(std::size_t from) {
 void UserQueuePair::service_hold() {
   if (ep_.recv_evd != nullptr) path_.poll_only(*ep_.recv_evd);  // may release (completed())
   if (held_.empty()) return;
-  const kdat::EpState state = ep_.kernel().state();
+  const kdat::EpState state = endpoint_.state();
   if (flush_held_ || kdat::has_ended(state))
     flush_held();
   else if (!kdat::allows(state, kdat::Stimulus::POST_SEND) ||

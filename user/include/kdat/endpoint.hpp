@@ -65,6 +65,17 @@ class Endpoint {
   // The state from the shared table: no syscall.  Error(DAT_INVALID_HANDLE) when the slot now
   // belongs to another object (this EP was freed, e.g. by an abrupt IA close).
   [[nodiscard]] EpState state() const;
+  // state() compiled into the caller, for paths that ask on every call (a DAT provider's
+  // posts): the same lock-free read of the record; a record being written, or none, goes the
+  // way of state().
+  [[nodiscard]] EpState state_inline() const {
+    std::uint32_t handle = 0;
+    std::uint32_t state = 0;
+    if (record_ != nullptr && handle_ != 0 && seqcount::try_read_state(record_, handle, state) &&
+        handle == handle_)
+      return static_cast<EpState>(state);
+    return this->state();
+  }
   // The whole record (state, addresses, IRD/ORD, transitions, last event, times), same rules.
   [[nodiscard]] Record record() const;
   // Would the state table accept `stimulus` now?  (A snapshot: the state may move on.)
