@@ -7,6 +7,10 @@
 // Retired slots are reused only after kQuarantine others have been retired since (FIFO), so a
 // stale handle is very unlikely to alias a new object soon after (DAT handles are pointers: some
 // reuse is inherent, as in every DAT provider).
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <deque>
@@ -19,24 +23,21 @@
 #include "provider.hpp"
 
 namespace kdat::dapl {
+
+namespace handle_slots {
+std::uintptr_t last_start = 0;
+}  // namespace handle_slots
+
 namespace {
 
-constexpr std::uint32_t kLive = 0x6b646174;  // "kdat"
+using handle_slots::kChunk;
+using handle_slots::kLive;
+using handle_slots::Slot;
 constexpr std::size_t kQuarantine = 4096;
-constexpr std::size_t kChunk = 256;
-
-struct Slot {
-  const DAT_PROVIDER *provider = nullptr;  // must stay the first member
-  std::uint32_t magic = 0;
-  DAT_HANDLE_TYPE type = DAT_HANDLE_TYPE_IA;
-  std::shared_ptr<Object> object;
-};
-static_assert(offsetof(Slot, provider) == 0);
 
 struct Table {
   std::deque<std::unique_ptr<Slot[]>> chunks;
   std::vector<std::uintptr_t> starts;  // the chunks' addresses, sorted (slot_of)
-  std::uintptr_t last_start = 0;       // the chunk slot_of found last (0: none yet)
   std::deque<Slot *> retired;          // FIFO of reusable slots
   std::size_t next_in_chunk = kChunk;
 };
@@ -46,30 +47,9 @@ Table &table() {
   return t;
 }
 
-// Bound when the library is loaded: the hot calls (every lookup) read it
+// Bound when the library is loaded: the chunk search (slot_of_search) reads it
 // directly instead of passing the function-local static's guard on each call.
 Table &the_table = table();
-
-// The slot `handle` names if it is the address of one of ours: in the chunk found last (a data
-// path's calls name the same few objects over and over), else by a binary search of the chunks.
-// Slots of the last chunk not handed out yet are never live, so lookups of them fail like those
-// of retired slots.  Caller holds the provider lock (last_start).
-Slot *slot_of(DAT_HANDLE handle) {
-  auto &t = the_table;
-  constexpr std::uintptr_t chunk_bytes = kChunk * sizeof(Slot);
-  const auto address = reinterpret_cast<std::uintptr_t>(handle);
-  std::uintptr_t offset = address - t.last_start;
-  // (an address below last_start wraps to an offset past the chunk)
-  if (t.last_start == 0 || offset >= chunk_bytes) {
-    const auto after = std::upper_bound(t.starts.begin(), t.starts.end(), address);
-    if (after == t.starts.begin()) return nullptr;
-    offset = address - *std::prev(after);
-    if (offset >= chunk_bytes) return nullptr;
-    t.last_start = *std::prev(after);
-  }
-  if (offset % sizeof(Slot) != 0) return nullptr;
-  return static_cast<Slot *>(handle);
-}
 
 Slot *new_slot() {
   auto &t = table();
@@ -89,8 +69,37 @@ Slot *new_slot() {
 
 }  // namespace
 
+// The chunks are searched when `handle` is not in the one found last.
+handle_slots::Slot *handle_slots::slot_of_search(DAT_HANDLE handle) {
+  auto &t = the_table;
+  const auto address = reinterpret_cast<std::uintptr_t>(handle);
+  const auto after = std::upper_bound(t.starts.begin(), t.starts.end(), address);
+  if (after == t.starts.begin()) return nullptr;
+  const std::uintptr_t offset = address - *std::prev(after);
+  if (offset >= kChunkBytes || offset % sizeof(Slot) != 0) return nullptr;
+  last_start = *std::prev(after);
+  return static_cast<Slot *>(handle);
+}
+
 // (constexpr-constructed: usable before any other static of the library is)
-std::mutex provider_mutex;
+ProviderLock provider_lock;
+
+// Marks the lock as having sleepers and sleeps until it is free; whoever takes it this way
+// leaves it marked, so its unlock wakes the next sleeper (a spurious wake at worst).
+void ProviderLock::lock_contended(std::uint32_t seen) {
+  static_assert(sizeof(state_) == sizeof(int) && std::atomic<std::uint32_t>::is_always_lock_free);
+  if (seen != kSleepers) seen = state_.exchange(kSleepers, std::memory_order_acquire);
+  while (seen != kFree) {
+    (void)::syscall(SYS_futex, reinterpret_cast<int *>(&state_), FUTEX_WAIT_PRIVATE, kSleepers,
+                    nullptr, nullptr, 0);
+    seen = state_.exchange(kSleepers, std::memory_order_acquire);
+  }
+}
+
+void ProviderLock::wake_one() {
+  (void)::syscall(SYS_futex, reinterpret_cast<int *>(&state_), FUTEX_WAKE_PRIVATE, 1, nullptr,
+                  nullptr, 0);
+}
 
 DAT_HANDLE publish(const Instance &instance, DAT_HANDLE_TYPE type, std::shared_ptr<Object> object) {
   Slot *s = new_slot();
@@ -104,25 +113,18 @@ DAT_HANDLE publish(const Instance &instance, DAT_HANDLE_TYPE type, std::shared_p
 }
 
 Object &lookup_any(DAT_HANDLE handle) {
-  Slot *s = slot_of(handle);
+  Slot *s = handle_slots::slot_of(handle);
   if (s == nullptr || s->magic != kLive || !s->object) fail(DAT_INVALID_HANDLE);
   return *s->object;
 }
 
-Object &lookup(DAT_HANDLE handle, DAT_HANDLE_TYPE type, DAT_RETURN subtype) {
-  Slot *s = slot_of(handle);
-  if (s == nullptr || s->magic != kLive || s->type != type || !s->object)
-    fail(DAT_INVALID_HANDLE, subtype);
-  return *s->object;
-}
-
 std::shared_ptr<Object> share(DAT_HANDLE handle) {
-  Slot *s = slot_of(handle);
+  Slot *s = handle_slots::slot_of(handle);
   return s != nullptr && s->magic == kLive ? s->object : nullptr;
 }
 
 void retire(DAT_HANDLE handle) {
-  Slot *s = slot_of(handle);
+  Slot *s = handle_slots::slot_of(handle);
   if (s == nullptr || s->magic != kLive) return;
   s->magic = 0;
   auto object = std::move(s->object);  // destroyed after the slot is consistent
