@@ -1,6 +1,5 @@
-// The data-transfer calls: validated here, carried out by the IA's DataPath (data_path.hpp).
-// Posts go to the EP's user-owned QP (DAT_NOT_IMPLEMENTED for an EP without one); handles are
-// checked first, so a bad handle is DAT_INVALID_HANDLE whatever the data path can do.
+// The memory calls: validated here, carried out by the IA's DataPath (data_path.hpp).  The posts
+// live in data_path.cpp, beside the QP they go to (one function per post).
 #include "data_path.hpp"
 #include "provider.hpp"
 
@@ -76,42 +75,6 @@ DAT_RETURN lmr_free(DAT_LMR_HANDLE handle) {
     ++lmr.ia->counters[DCNT_IA_LMR_FREE];
     drop_child(lmr);
     return DAT_SUCCESS;
-  });
-}
-
-QueuePair &qp_of(DAT_EP_HANDLE handle) { return *lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP).qp; }
-
-DAT_RETURN post_send(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                     DAT_COMPLETION_FLAGS flags) {
-  return guard([&]() -> DAT_RETURN {
-    auto lock = lock_provider();
-    return qp_of(ep).post_send(n, iov, cookie, flags);
-  });
-}
-
-DAT_RETURN post_recv(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                     DAT_COMPLETION_FLAGS flags) {
-  return guard([&]() -> DAT_RETURN {
-    auto lock = lock_provider();
-    return qp_of(ep).post_recv(n, iov, cookie, flags);
-  });
-}
-
-DAT_RETURN post_rdma_read(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
-                          DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-                          DAT_COMPLETION_FLAGS flags) {
-  return guard([&]() -> DAT_RETURN {
-    auto lock = lock_provider();
-    return qp_of(ep).post_rdma_read(n, iov, cookie, remote, flags);
-  });
-}
-
-DAT_RETURN post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
-                           DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-                           DAT_COMPLETION_FLAGS flags) {
-  return guard([&]() -> DAT_RETURN {
-    auto lock = lock_provider();
-    return qp_of(ep).post_rdma_write(n, iov, cookie, remote, flags);
   });
 }
 

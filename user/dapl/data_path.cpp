@@ -236,8 +236,9 @@ struct Pending {
 // freed) names an old generation and is ignored, even if the slot holds a newer request.
 class PendingTable {
  public:
-  // Records a new request; returns its wr_id.
-  std::uint64_t add(const Pending &pending) {
+  // Records a new request, whose record `fill` writes in place; returns its wr_id.
+  template <typename Fill>
+  std::uint64_t add(Fill &&fill) {
     std::uint32_t i = free_;
     if (i == kNone) {
       i = static_cast<std::uint32_t>(slots_.size());
@@ -246,7 +247,7 @@ class PendingTable {
       free_ = slots_[i].next_free;
     }
     Slot &s = slots_[i];
-    s.pending = pending;
+    fill(s.pending);
     s.used = true;
     return (std::uint64_t{s.generation} << 32) | i;
   }
@@ -307,22 +308,6 @@ class KernelQueuePair final : public QueuePair {
                          const DAT_RMR_TRIPLET *, DAT_COMPLETION_FLAGS) override {
     return error(DAT_NOT_IMPLEMENTED);
   }
-  DAT_RETURN post_send(DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE,
-                       DAT_COMPLETION_FLAGS) override {
-    return error(DAT_NOT_IMPLEMENTED);
-  }
-  DAT_RETURN post_recv(DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE,
-                       DAT_COMPLETION_FLAGS) override {
-    return error(DAT_NOT_IMPLEMENTED);
-  }
-  DAT_RETURN post_rdma_read(DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE, const DAT_RMR_TRIPLET *,
-                            DAT_COMPLETION_FLAGS) override {
-    return error(DAT_NOT_IMPLEMENTED);
-  }
-  DAT_RETURN post_rdma_write(DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE, const DAT_RMR_TRIPLET *,
-                             DAT_COMPLETION_FLAGS) override {
-    return error(DAT_NOT_IMPLEMENTED);
-  }
 };
 
 class UserQueuePair final : public QueuePair {
@@ -336,34 +321,9 @@ class UserQueuePair final : public QueuePair {
         qp_(ep.user->qp()),
         max_inline_data_(ep.user->max_inline_data()) {}
 
-  // The standard posts: segments, iov, cookie, flags (send, recv) or segments, iov, cookie,
-  // remote, flags (RDMA) after the EP.
-  DAT_RETURN post_send(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                       DAT_COMPLETION_FLAGS flags) override {
-    return post<Op::send>({.segments = n, .iov = iov, .cookie = cookie, .flags = flags});
-  }
-  DAT_RETURN post_recv(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                       DAT_COMPLETION_FLAGS flags) override {
-    return post<Op::recv>({.segments = n, .iov = iov, .cookie = cookie, .flags = flags});
-  }
-  DAT_RETURN post_rdma_read(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                            const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override {
-    return post<Op::rdma_read>({.segments = n,
-                                .iov = iov,
-                                .cookie = cookie,
-                                .remote = remote,
-                                .flags = flags,
-                                .arg_flags = DAT_INVALID_ARG6});
-  }
-  DAT_RETURN post_rdma_write(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                             const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override {
-    return post<Op::rdma_write>({.segments = n,
-                                 .iov = iov,
-                                 .cookie = cookie,
-                                 .remote = remote,
-                                 .flags = flags,
-                                 .arg_flags = DAT_INVALID_ARG6});
-  }
+  // A post of one of DAT's operations (the DAT call's arguments in `r`).
+  template <Op kOp>
+  DAT_RETURN post(const Request &r);
   // dat_extension_op's arguments: the EP is 1, the operation 2 (dat_ib_extensions.h's macros).
   DAT_RETURN post_rdma_write_immed(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                                    const DAT_RMR_TRIPLET *remote, DAT_UINT32 immed,
@@ -422,8 +382,6 @@ class UserQueuePair final : public QueuePair {
     std::vector<ibv_sge> sge;
   };
 
-  template <Op kOp>
-  DAT_RETURN post(const Request &r);
   // The checks only an atomic needs (see post()).
   void check_atomic(const Request &r);
   [[nodiscard]] bool must_hold();
@@ -591,7 +549,17 @@ class VerbsDataPath final : public DataPath {
   }
 
   // Records a new posted request; returns its wr_id.
-  std::uint64_t remember(const Pending &pending) { return pending_.add(pending); }
+  std::uint64_t remember(Ep &ep, Evd &evd, DAT_DTO_COOKIE cookie, DAT_VLEN length, Op op,
+                         bool suppress) {
+    return pending_.add([&](Pending &p) {
+      p.ep = &ep;
+      p.evd = &evd;
+      p.cookie = cookie;
+      p.length = length;
+      p.op = op;
+      p.suppress = suppress;
+    });
+  }
   void drop(std::uint64_t id) { pending_.remove(id); }
 
   // Whether the IA's device is an iWARP RNIC (MPA's first-message rule applies).
@@ -661,7 +629,8 @@ class VerbsDataPath final : public DataPath {
   // Settles one completion of `evd`'s CQ: its request leaves the table, and `event` gets the
   // DAT event it makes, written whole; false if it makes none (a request of an EP freed or reset
   // meanwhile, or a suppressed one that succeeded).
-  bool complete(Evd &evd, const ibv_wc &wc, DAT_EVENT &event) {
+  // (Inline: a polled completion's whole path is take_completion and this.)
+  [[gnu::always_inline]] bool complete(Evd &evd, const ibv_wc &wc, DAT_EVENT &event) {
     Pending *found = pending_.find(wc.wr_id);
     if (found == nullptr) return false;  // of an EP freed or reset meanwhile
     const Pending p = *found;
@@ -825,13 +794,8 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
     sge[i].lkey = segment.lmr_context;
     length += segment.segment_length;
   }
-  const std::uint64_t id =
-      path_.remember({.ep = &ep_,
-                      .evd = evd,
-                      .cookie = r.cookie,
-                      .length = length,
-                      .op = kOp,
-                      .suppress = (r.flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0});
+  const std::uint64_t id = path_.remember(ep_, *evd, r.cookie, length, kOp,
+                                          (r.flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0);
   int rc = 0;
   if constexpr (recv) {
     ibv_recv_wr wr;
@@ -988,7 +952,54 @@ void UserQueuePair::check_atomic(const Request &r) {
     fail(DAT_INVALID_PARAMETER, r.arg_remote);
 }
 
+// A DAT post: the EP's handle checked first (a bad handle is DAT_INVALID_HANDLE whatever the
+// data path can do), then the request posted in the same function (inline: the post is the
+// whole cost of a data-path call).
+template <Op kOp>
+DAT_RETURN post_to(DAT_EP_HANDLE handle, const Request &r) {
+  return guard([&]() -> DAT_RETURN {
+    const ProviderGuard lock(provider_lock);
+    auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
+    if (!ep.user) return error(DAT_NOT_IMPLEMENTED);  // its QP is the kernel's
+    return static_cast<UserQueuePair &>(*ep.qp).post<kOp>(r);
+  });
+}
+
 }  // namespace
+
+// The standard posts' arguments: segments, iov, cookie, flags (send, recv) or segments, iov,
+// cookie, remote, flags (RDMA) after the EP.
+DAT_RETURN post_send(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                     DAT_COMPLETION_FLAGS flags) {
+  return post_to<Op::send>(ep, {.segments = n, .iov = iov, .cookie = cookie, .flags = flags});
+}
+
+DAT_RETURN post_recv(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                     DAT_COMPLETION_FLAGS flags) {
+  return post_to<Op::recv>(ep, {.segments = n, .iov = iov, .cookie = cookie, .flags = flags});
+}
+
+DAT_RETURN post_rdma_read(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+                          DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+                          DAT_COMPLETION_FLAGS flags) {
+  return post_to<Op::rdma_read>(ep, {.segments = n,
+                                     .iov = iov,
+                                     .cookie = cookie,
+                                     .remote = remote,
+                                     .flags = flags,
+                                     .arg_flags = DAT_INVALID_ARG6});
+}
+
+DAT_RETURN post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+                           DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+                           DAT_COMPLETION_FLAGS flags) {
+  return post_to<Op::rdma_write>(ep, {.segments = n,
+                                      .iov = iov,
+                                      .cookie = cookie,
+                                      .remote = remote,
+                                      .flags = flags,
+                                      .arg_flags = DAT_INVALID_ARG6});
+}
 
 std::unique_ptr<DataPath> make_data_path(Ia &ia) { return std::make_unique<VerbsDataPath>(ia); }
 

@@ -20,19 +20,24 @@ namespace kdat::dapl {
 // The atomics of the IB extensions (dat_ib_post_cmp_and_swap, dat_ib_post_fetch_and_add).
 enum class AtomicOp { compare_and_swap, fetch_and_add };
 
-// Per EP: the queue pair DTOs are posted to.
+// The DAT posts (the provider table's ep_post_send, _recv, _rdma_read and _rdma_write): the EP's
+// handle is resolved beside the QP the request goes to, so a post is one function.  An EP
+// without a user-owned QP answers DAT_NOT_IMPLEMENTED.
+DAT_RETURN post_send(DAT_EP_HANDLE ep, DAT_COUNT segments, DAT_LMR_TRIPLET *iov,
+                     DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
+DAT_RETURN post_recv(DAT_EP_HANDLE ep, DAT_COUNT segments, DAT_LMR_TRIPLET *iov,
+                     DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
+DAT_RETURN post_rdma_read(DAT_EP_HANDLE ep, DAT_COUNT segments, DAT_LMR_TRIPLET *iov,
+                          DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+                          DAT_COMPLETION_FLAGS flags);
+DAT_RETURN post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT segments, DAT_LMR_TRIPLET *iov,
+                           DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+                           DAT_COMPLETION_FLAGS flags);
+
+// Per EP: the queue pair DTOs are posted to (the IB extensions' posts; the DAT ones above).
 class QueuePair {
  public:
   virtual ~QueuePair() = default;
-  virtual DAT_RETURN post_send(DAT_COUNT segments, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                               DAT_COMPLETION_FLAGS flags) = 0;
-  virtual DAT_RETURN post_recv(DAT_COUNT segments, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                               DAT_COMPLETION_FLAGS flags) = 0;
-  virtual DAT_RETURN post_rdma_read(DAT_COUNT segments, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                                    const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) = 0;
-  virtual DAT_RETURN post_rdma_write(DAT_COUNT segments, DAT_LMR_TRIPLET *iov,
-                                     DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-                                     DAT_COMPLETION_FLAGS flags) = 0;
   // dat_ib_post_rdma_write_immed: an RDMA write whose 32-bit immediate data completes a receive
   // at the peer (DAT_IB_DTO_EVENT, DAT_IB_RDMA_WRITE_IMMED_DATA there).
   virtual DAT_RETURN post_rdma_write_immed(DAT_COUNT segments, DAT_LMR_TRIPLET *iov,

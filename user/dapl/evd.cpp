@@ -470,7 +470,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
 DAT_RETURN evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT *event) {
   bool yield = false;
   const DAT_RETURN ret = guard([&]() -> DAT_RETURN {
-    auto lock = lock_provider();
+    const ProviderGuard lock(provider_lock);
     auto &evd = lookup_as<Evd>(handle, DAT_INVALID_HANDLE_EVD_REQUEST);
     if (event == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     ++evd.counters[DCNT_EVD_DEQUEUE];

@@ -125,9 +125,12 @@ class ProviderLock {
   std::atomic<std::uint32_t> state_{kFree};
 };
 
-// Everything the provider does holds this lock (inline: every post and dequeue takes it).
+// Everything the provider does holds this lock (inline: every post and dequeue takes it).  A call
+// that never lets go of it before it returns (posts, dequeues) holds a ProviderGuard, which
+// keeps no "owns" flag to test on the way out; one that sleeps holds lock_provider()'s.
 extern ProviderLock provider_lock;
 inline std::unique_lock<ProviderLock> lock_provider() { return std::unique_lock(provider_lock); }
+using ProviderGuard = std::lock_guard<ProviderLock>;
 
 // Registers `object` under a new handle owned by `instance`; sets object->handle.
 DAT_HANDLE publish(const Instance &instance, DAT_HANDLE_TYPE type, std::shared_ptr<Object> object);
