@@ -6,8 +6,8 @@
 // the DAT_PROVIDER pointer, as DAT_HANDLE_TO_PROVIDER requires, and the slot stays readable for
 // the library's lifetime, so a handle that was freed still reaches this provider and fails with
 // DAT_INVALID_HANDLE instead of crashing the registry.  The slot holds the object (shared_ptr:
-// a waiter keeps an EVD alive while it sleeps).  All provider state is guarded by one mutex
-// (`Lock`); only evd_wait and cno_wait drop it while they sleep.
+// a waiter keeps an EVD alive while it sleeps).  All provider state is guarded by one lock
+// (ProviderLock); only evd_wait and cno_wait drop it while they sleep.
 //
 // Connection management goes through libkdat (/dev/kdat: kernel EP state machine on rdma_cm).
 // Everything that moves data is behind DataPath (data_path.hpp), one per IA.
