@@ -312,8 +312,9 @@ class KernelQueuePair final : public QueuePair {
 
 class UserQueuePair final : public QueuePair {
  public:
-  // An EP's user QP and kernel endpoint stay the same for the EP's life (dat_ep_reset resets
-  // the QP, it does not replace it): the hot path keeps them at hand.
+  // The hot path keeps the EP's kernel endpoint (fixed for the EP's life) and its QP at hand.
+  // dat_ep_reset may replace the QP (iWARP: a fresh one, since siw's cannot go back to INIT):
+  // clear(), which every reset calls, takes it again.
   UserQueuePair(Ep &ep, VerbsDataPath &path)
       : ep_(ep),
         path_(path),
@@ -397,8 +398,8 @@ class UserQueuePair final : public QueuePair {
   Ep &ep_;
   VerbsDataPath &path_;
   const kdat::Endpoint &endpoint_;
-  ibv_qp *const qp_;
-  const std::uint32_t max_inline_data_;
+  ibv_qp *qp_;
+  std::uint32_t max_inline_data_;
   std::size_t recv_ = 0;
   std::size_t request_ = 0;
   FirstSend first_send_ = FirstSend::undecided;
@@ -869,6 +870,8 @@ void UserQueuePair::first_receive(bool ok) {
 }
 
 void UserQueuePair::clear() {
+  qp_ = ep_.user->qp();
+  max_inline_data_ = ep_.user->max_inline_data();
   recv_ = request_ = 0;
   held_.clear();  // their records went with the EP's (forget_ep)
   stop_holding();
