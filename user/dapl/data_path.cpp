@@ -968,6 +968,17 @@ DAT_RETURN post_to(DAT_EP_HANDLE handle, const Request &r) {
   });
 }
 
+// dat_ep_post_rdma_read's and _write's arguments: segments, iov, cookie, remote, flags.
+Request rdma_request(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                     const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
+  return {.segments = n,
+          .iov = iov,
+          .cookie = cookie,
+          .remote = remote,
+          .flags = flags,
+          .arg_flags = DAT_INVALID_ARG6};
+}
+
 }  // namespace
 
 // The standard posts' arguments: segments, iov, cookie, flags (send, recv) or segments, iov,
@@ -985,23 +996,13 @@ DAT_RETURN post_recv(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DT
 DAT_RETURN post_rdma_read(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
                           DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
                           DAT_COMPLETION_FLAGS flags) {
-  return post_to<Op::rdma_read>(ep, {.segments = n,
-                                     .iov = iov,
-                                     .cookie = cookie,
-                                     .remote = remote,
-                                     .flags = flags,
-                                     .arg_flags = DAT_INVALID_ARG6});
+  return post_to<Op::rdma_read>(ep, rdma_request(n, iov, cookie, remote, flags));
 }
 
 DAT_RETURN post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
                            DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
                            DAT_COMPLETION_FLAGS flags) {
-  return post_to<Op::rdma_write>(ep, {.segments = n,
-                                      .iov = iov,
-                                      .cookie = cookie,
-                                      .remote = remote,
-                                      .flags = flags,
-                                      .arg_flags = DAT_INVALID_ARG6});
+  return post_to<Op::rdma_write>(ep, rdma_request(n, iov, cookie, remote, flags));
 }
 
 std::unique_ptr<DataPath> make_data_path(Ia &ia) { return std::make_unique<VerbsDataPath>(ia); }
