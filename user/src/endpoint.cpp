@@ -89,14 +89,9 @@ Record Endpoint::record() const {
 }
 
 EpState Endpoint::state() const {
-  // The hot path reads three words of the record (its address is fixed for the file's life);
-  // a record mid-write falls back to the full reader, which spins, yields and bounds the wait.
-  if (record_ != nullptr && handle_ != 0) {
-    std::uint32_t handle = 0, state = 0;
-    if (seqcount::try_read_state(record_, handle, state) && handle == handle_)
-      return static_cast<EpState>(state);
-  }
-  return static_cast<EpState>(record().state);
+  // A record mid-write falls back to the full reader, which spins, yields and bounds the wait.
+  EpState state{};
+  return try_state(state) ? state : static_cast<EpState>(record().state);
 }
 
 bool Endpoint::can(Stimulus stimulus) const { return allows(state(), stimulus); }

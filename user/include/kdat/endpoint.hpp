@@ -69,12 +69,8 @@ class Endpoint {
   // posts): the same lock-free read of the record; a record being written, or none, goes the
   // way of state().
   [[nodiscard]] EpState state_inline() const {
-    std::uint32_t handle = 0;
-    std::uint32_t state = 0;
-    if (record_ != nullptr && handle_ != 0 && seqcount::try_read_state(record_, handle, state) &&
-        handle == handle_)
-      return static_cast<EpState>(state);
-    return this->state();
+    EpState state{};
+    return try_state(state) ? state : this->state();
   }
   // The whole record (state, addresses, IRD/ORD, transitions, last event, times), same rules.
   [[nodiscard]] Record record() const;
@@ -100,6 +96,17 @@ class Endpoint {
 
  private:
   Endpoint(std::shared_ptr<detail::DeviceState> state, std::uint32_t handle);
+  // The hot path of state(): three words of the record (its address is fixed for the file's
+  // life); false if the record is being written (or there is none).
+  [[nodiscard]] bool try_state(EpState &out) const {
+    std::uint32_t handle = 0;
+    std::uint32_t state = 0;
+    if (record_ == nullptr || handle_ == 0 || !seqcount::try_read_state(record_, handle, state) ||
+        handle != handle_)
+      return false;
+    out = static_cast<EpState>(state);
+    return true;
+  }
   std::shared_ptr<detail::DeviceState> state_;
   std::uint32_t handle_ = 0;
   const kdat_record *record_ = nullptr;  // this EP's slot in the mapped table
