@@ -14,6 +14,14 @@
 #include "kdat_base.h"
 
 #define KDAT_RESOLVE_TIMEOUT_MS	2000
+/*
+ * An address or route lookup that timed out is asked again this many times
+ * (as DAPL's providers do): one lost ARP request or reply on a lossy wire must
+ * not end a connect, and one 2 s lookup sees only two of the neighbour's
+ * probes.  A hard error is UNREACHABLE at once; the connect's timer still
+ * bounds the whole attempt.
+ */
+#define KDAT_RESOLVE_RETRIES	3
 #define KDAT_DEFAULT_DTOS	16
 #define KDAT_DEFAULT_IOV	1
 /*
@@ -95,6 +103,8 @@ struct kdat_ep {
 	u8 private_data[KDAT_IB_REQ_FIELD];	/* kept for the REQ: up to a raw IA's most */
 	u8 private_data_size;
 	struct kdat_ep_timer *timer;	/* the pending connect timeout, or NULL */
+	u8 resolve_retries;		/* lookups this attempt may still ask again */
+	struct rdma_cm_id *resolve_again;	/* the id resolve_work is to ask with */
 	/* data transfer (kdat_dto.c): per-request contexts, preallocated */
 	spinlock_t wr_lock;		/* the free lists */
 	struct kdat_wr *wrs;		/* max_request_dtos sends, then max_recv_dtos receives */
@@ -109,6 +119,7 @@ struct kdat_ep {
 	 */
 	bool qp_err;
 	struct work_struct graceful_work;
+	struct work_struct resolve_work;	/* an address lookup asked again */
 	/* a userspace QP instead of qp/cq (kdat_uqp.c), set at creation; NULL for kernel QPs */
 	struct kdat_uqp *uqp;
 };

@@ -474,6 +474,8 @@ static int kdat_ep_alloc_qp(struct kdat_ep *ep)
 	return 0;
 }
 
+static void kdat_ep_resolve_work(struct work_struct *work);
+
 /*
  * A graceful disconnect waits for the EP's sends to complete (kdat_dto.c
  * queues this when the last one does): then the DREQ goes out.
@@ -526,6 +528,7 @@ struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr *attr,
 		return NULL;
 	}
 	INIT_WORK(&ep->graceful_work, kdat_ep_graceful_work);
+	INIT_WORK(&ep->resolve_work, kdat_ep_resolve_work);
 	init_completion(&ep->qp_freed);
 	spin_lock_init(&ep->post_lock);
 	if (kdat_ep_dto_init(ep, ia->own_ctx && !uqp) || kdat_qp_init(ep)) {
@@ -675,6 +678,7 @@ struct rdma_cm_id *kdat_ep_detach_id(struct kdat_ep *ep)
 
 	lockdep_assert_held(&ep->lock);
 	ep->cm_id = NULL;
+	ep->resolve_again = NULL;
 	kdat_ep_stop_timer(ep);
 	return id;
 }
@@ -944,6 +948,52 @@ static void kdat_ep_timeout_work(struct work_struct *work)
 	kdat_obj_put(&ep->obj);
 }
 
+static unsigned int kdat_ep_failure(struct kdat_ep *ep, unsigned int stimulus);
+
+/*
+ * An address lookup asked again (kdat_cm_on_resolve_error).  Not from the
+ * ADDR_ERROR handler: rdma_resolve_addr() first cancels the id's previous
+ * request and waits for its work, the very work that runs that handler.  The
+ * id is pinned meanwhile; if the CM refuses the lookup, the attempt ends
+ * UNREACHABLE (TIMED_OUT if late) and its id goes, as the timer's work does.
+ */
+static void kdat_ep_resolve_work(struct work_struct *work)
+{
+	struct kdat_ep *ep = container_of(work, struct kdat_ep, resolve_work);
+	struct sockaddr_storage src;
+	union kdat_sockaddr dst;
+	struct rdma_cm_id *id, *gone = NULL;
+	unsigned int stimulus;
+	int err;
+
+	mutex_lock(&ep->lock);
+	/* the attempt that asked may have ended, and another begun, meanwhile */
+	if (ep->obj.dead || !ep->cm_id || ep->cm_id != ep->resolve_again ||
+	    !kdat_ep_state_connecting(ep->state)) {
+		mutex_unlock(&ep->lock);
+		kdat_obj_put(&ep->obj);	/* the work's */
+		return;
+	}
+	ep->resolve_again = NULL;
+	id = kdat_ep_pin_id(ep);
+	src = ep->ia->addr;
+	dst = ep->remote_addr;
+	mutex_unlock(&ep->lock);
+	err = ep->cm->resolve_addr(id, (struct sockaddr *)&src, &dst.sa, KDAT_RESOLVE_TIMEOUT_MS);
+	if (err) {
+		mutex_lock(&ep->lock);
+		if (!ep->obj.dead && ep->cm_id == id && kdat_ep_state_connecting(ep->state)) {
+			stimulus = kdat_ep_failure(ep, KDAT_EP_STIM_UNREACHABLE);
+			gone = kdat_ep_detach_id(ep);
+			kdat_ep_step(ep, stimulus, NULL, 0);
+		}
+		mutex_unlock(&ep->lock);
+	}
+	kdat_ep_unpin_id(ep);
+	kdat_ep_destroy_id(ep, gone);
+	kdat_obj_put(&ep->obj);	/* the work's */
+}
+
 static enum hrtimer_restart kdat_ep_timer_fired(struct hrtimer *timer)
 {
 	struct kdat_ep_timer *t = container_of(timer, struct kdat_ep_timer, timer);
@@ -980,6 +1030,8 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
 	}
 	kdat_obj_get_ref(&ep->obj);	/* the id's */
+	ep->resolve_retries = KDAT_RESOLVE_RETRIES;
+	ep->resolve_again = NULL;
 	err = ep->ia->cm->resolve_addr(id, (struct sockaddr *)&ep->ia->addr,
 				       &ep->remote_addr.sa,
 				       KDAT_RESOLVE_TIMEOUT_MS);
@@ -1182,8 +1234,8 @@ EXPORT_SYMBOL_GPL(kdat_ep_disconnect);
  * the id alive meanwhile (destroy_id waits for it), and the id's reference
  * keeps the EP.
  */
-enum kdat_cm_send_what { KDAT_SEND_NONE, KDAT_SEND_ROUTE, KDAT_SEND_REQ, KDAT_SEND_RTU,
-			 KDAT_SEND_DREP, KDAT_SEND_COUNT };
+enum kdat_cm_send_what { KDAT_SEND_NONE, KDAT_SEND_ADDR, KDAT_SEND_ROUTE, KDAT_SEND_REQ,
+			 KDAT_SEND_RTU, KDAT_SEND_DREP, KDAT_SEND_COUNT };
 
 struct kdat_cm_send {
 	enum kdat_cm_send_what what;
@@ -1202,6 +1254,7 @@ static const struct {
 	unsigned int failed;
 } kdat_send_outcome[KDAT_SEND_COUNT] = {
 	[KDAT_SEND_NONE] = { KDAT_EP_STIM_COUNT, KDAT_EP_STIM_COUNT },
+	[KDAT_SEND_ADDR] = { KDAT_EP_STIM_COUNT, KDAT_EP_STIM_UNREACHABLE },
 	[KDAT_SEND_ROUTE] = { KDAT_EP_STIM_COUNT, KDAT_EP_STIM_UNREACHABLE },
 	[KDAT_SEND_REQ] = { KDAT_EP_STIM_COUNT, KDAT_EP_STIM_NON_PEER_REJECTED },
 	[KDAT_SEND_RTU] = { KDAT_EP_STIM_ESTABLISHED, KDAT_EP_STIM_BROKEN },
@@ -1375,6 +1428,13 @@ static int kdat_cm_ep_sent(struct kdat_ep *ep, struct rdma_cm_id *id,
 	case KDAT_SEND_DREP:
 		err = ep->cm->disconnect(id);
 		break;
+	case KDAT_SEND_ADDR:
+		/* not from this handler: see kdat_ep_resolve_work() */
+		kdat_obj_get_ref(&ep->obj);	/* the work's */
+		if (!queue_work(kdat_wq, &ep->resolve_work))
+			kdat_obj_put(&ep->obj);
+		err = 0;
+		break;
 	case KDAT_SEND_ROUTE:
 		err = ep->cm->resolve_route(id, KDAT_RESOLVE_TIMEOUT_MS);
 		break;
@@ -1420,6 +1480,30 @@ static void kdat_cm_on_addr(struct kdat_ep *ep, struct rdma_cm_id *id,
 {
 	if (kdat_ep_state_connecting(ep->state))
 		send->what = KDAT_SEND_ROUTE;
+}
+
+/*
+ * The address or route lookup failed: a timeout is asked again while the
+ * attempt has retries left (KDAT_RESOLVE_RETRIES; after ep->lock), anything
+ * else is UNREACHABLE -- or TIMED_OUT once the consumer's deadline passed.
+ */
+static void kdat_cm_on_resolve_error(struct kdat_ep *ep, struct rdma_cm_id *id,
+				     struct rdma_cm_event *ev, struct kdat_cm_send *send)
+{
+	unsigned int stimulus = kdat_ep_failure(ep, KDAT_EP_STIM_UNREACHABLE);
+
+	if (stimulus == KDAT_EP_STIM_UNREACHABLE && kdat_ep_state_connecting(ep->state) &&
+	    ev->status == -ETIMEDOUT && ep->resolve_retries) {
+		ep->resolve_retries--;
+		if (ev->event == RDMA_CM_EVENT_ADDR_ERROR) {
+			send->what = KDAT_SEND_ADDR;
+			ep->resolve_again = id;
+		} else {
+			send->what = KDAT_SEND_ROUTE;
+		}
+		return;
+	}
+	kdat_ep_step(ep, stimulus, NULL, 0);
 }
 
 static void kdat_cm_on_route(struct kdat_ep *ep, struct rdma_cm_id *id,
@@ -1499,9 +1583,9 @@ static const struct {
 	kdat_cm_work_fn work;
 } kdat_cm_event_map[RDMA_CM_EVENT_TIMEWAIT_EXIT + 1] = {
 	[RDMA_CM_EVENT_ADDR_RESOLVED] = { .use = KDAT_CM_WORK, .work = kdat_cm_on_addr },
-	[RDMA_CM_EVENT_ADDR_ERROR] = { KDAT_CM_FAILURE, KDAT_EP_STIM_UNREACHABLE },
+	[RDMA_CM_EVENT_ADDR_ERROR] = { .use = KDAT_CM_WORK, .work = kdat_cm_on_resolve_error },
 	[RDMA_CM_EVENT_ROUTE_RESOLVED] = { .use = KDAT_CM_WORK, .work = kdat_cm_on_route },
-	[RDMA_CM_EVENT_ROUTE_ERROR] = { KDAT_CM_FAILURE, KDAT_EP_STIM_UNREACHABLE },
+	[RDMA_CM_EVENT_ROUTE_ERROR] = { .use = KDAT_CM_WORK, .work = kdat_cm_on_resolve_error },
 	[RDMA_CM_EVENT_CONNECT_RESPONSE] = { .use = KDAT_CM_WORK, .work = kdat_cm_on_rep },
 	/* while accepting, the table makes it ACCEPT_COMPLETION_ERROR */
 	[RDMA_CM_EVENT_CONNECT_ERROR] = { KDAT_CM_STIMULUS, KDAT_EP_STIM_BROKEN },

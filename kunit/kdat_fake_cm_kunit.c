@@ -24,6 +24,7 @@
 #include <rdma/ib_cm.h>
 #include <kdat/kdat.h>
 #include "kdat_cm.h"
+#include "kdat_conn.h"
 
 static char *ia_name = "kdat0";
 module_param(ia_name, charp, 0444);
@@ -1529,6 +1530,58 @@ static void route_error(struct kunit *test)
 	expect_no_events(test);
 }
 
+/* Waits (5 s at most) until f has had n calls of op; false if it had not. */
+static bool fake_wait_calls(struct fake_id *f, unsigned int op, unsigned int n)
+{
+	unsigned long end = jiffies + 5 * HZ;
+
+	while (READ_ONCE(f->calls[op]) < n && time_before(jiffies, end))
+		msleep(20);
+	return READ_ONCE(f->calls[op]) == n;
+}
+
+/*
+ * A lookup that timed out (an ARP request or its reply lost) is asked again,
+ * KDAT_RESOLVE_RETRIES times in one attempt, address and route alike, with no
+ * event; the timeout after that is UNREACHABLE.  (The address is asked from
+ * kdat's workqueue: rdma_resolve_addr() from the ADDR_ERROR handler would
+ * wait for the work running that handler.)  (A hard error is UNREACHABLE
+ * at once: route_error, unreachable_at_once.)
+ */
+static void resolve_timeouts_are_asked_again(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_pending(test, ep, WAIT_US);
+	u32 pending = ep_state(test, ep);
+	struct kdat_ep_step s = go(test, pending, KDAT_EP_STIM_UNREACHABLE);
+	struct rdma_cm_event addr_timeout = fake_ev(RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT, NULL, 0);
+	struct rdma_cm_event route_timeout = fake_ev(RDMA_CM_EVENT_ROUTE_ERROR, -ETIMEDOUT,
+						     NULL, 0);
+	unsigned int i;
+
+	for (i = 1; i < KDAT_RESOLVE_RETRIES; i++) {
+		KUNIT_EXPECT_EQ(test, fake_deliver(f, &addr_timeout), 0);
+		/* asked again from kdat's workqueue, not from the handler */
+		KUNIT_EXPECT_TRUE(test, fake_wait_calls(f, OP_RESOLVE_ADDR, i + 1));
+		KUNIT_EXPECT_EQ(test, ep_state(test, ep), pending);
+	}
+	KUNIT_EXPECT_EQ(test, fake_event(f, RDMA_CM_EVENT_ADDR_RESOLVED), 0);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RESOLVE_ROUTE], 1u);
+	/* the last retry goes to the route */
+	KUNIT_EXPECT_EQ(test, fake_deliver(f, &route_timeout), 0);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RESOLVE_ROUTE], 2u);
+	expect_no_events(test);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), pending);
+	/* retries spent: the next timeout ends the attempt */
+	KUNIT_EXPECT_EQ(test, fake_deliver(f, &route_timeout), 1);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RESOLVE_ROUTE], 2u);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RESOLVE_ADDR], (unsigned int)KDAT_RESOLVE_RETRIES);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_CONNECT], 0u);
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_TRUE(test, f->cm_destroyed);
+}
+
 /* Route resolution fails at once (in the ADDR_RESOLVED upcall): UNREACHABLE, the id goes. */
 static void route_resolution_fails_at_once(struct kunit *test)
 {
@@ -1710,6 +1763,7 @@ static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(uqp_establish_rtu_fails),
 	KUNIT_CASE(unreachable_at_once),
 	KUNIT_CASE(route_error),
+	KUNIT_CASE(resolve_timeouts_are_asked_again),
 	KUNIT_CASE(route_resolution_fails_at_once),
 	KUNIT_CASE_PARAM(device_removal_in_every_state, removal_gen_params),
 	{}

@@ -175,8 +175,8 @@ def test_rdma_link_delete_with_endpoints_in_every_state(removable_rxe, rdma, bla
     eps = {}
     eps["UNCONNECTED"] = s.ep()
     # ACTIVE_CONNECTION_PENDING, twice: toward a black hole, and toward a PSP holding our CR.
-    # Not SILENT_HOST: its address resolution gives up after 2 s, and on a busy debug kernel
-    # the setup below takes longer than that.
+    # Not SILENT_HOST: its address resolution gives up after about 8 s (four 2 s lookups), and
+    # on a busy debug kernel the setup below can take longer than that.
     eps["ACTIVE_CONNECTION_PENDING"] = s.ep()
     k.ep_connect(eps["ACTIVE_CONNECTION_PENDING"], black_hole, next_port(), 60_000_000)
     held = s.ep()

@@ -118,6 +118,41 @@ def test_a_host_that_does_not_answer_at_all_is_unreachable(link, remote, netem, 
         record(link, "partition", "connecting (peer unknown)", ev.name, took)
 
 
+def test_a_lost_address_lookup_is_asked_again_and_the_connect_goes_through(link, peer, remote,
+                                                                           netem, kdat_module,
+                                                                           kernel_log):
+    """The first address lookup's ARP exchanges are lost (the neighbour entries flushed, the wire
+    cut for 2.5 s, longer than one lookup's 2 s): the lookup is asked again, and once the wire
+    heals the connect is ESTABLISHED -- not UNREACHABLE at the first lookup's timeout.  (A lossy
+    wire loses an ARP request or reply now and then: the loss tests below met it.)"""
+    b = remote()
+    port = next_port()
+    b.m("psp_create", b.ia, b.crevd, port)
+    with Kdat() as k:
+        ia = k.ia_open(link.netdev)
+        evd = k.evd_create(ia, 16)
+        ep = k.ep_create(ia, evd)
+        partition(netem)
+        sh("ip", "neigh", "flush", "dev", link.netdev)
+        peer.sh(f"ip neigh flush dev {link.netdev}")
+        t0 = time.monotonic()
+        k.ep_connect(ep, link.peer_addr, port, 30_000_000)
+        time.sleep(2.5)
+        netem("delay 0ms")                      # the wire heals
+        req = b.m("expect_event", b.crevd, "CONNECTION_REQUEST_EVENT", 30_000_000)
+        bep = b.m("ep")
+        b.m("cr_accept", req["cr"], bep)
+        ev, _ = timed_event(k, evd, 30)
+        took = time.monotonic() - t0
+        assert ev is not None and ev.name == "CONNECTION_EVENT_ESTABLISHED", ev
+        # no reply could come before the wire healed: the first lookup timed out
+        assert took > 2.5, took
+        b.m("expect_event", b.evd, "CONNECTION_EVENT_ESTABLISHED", 10_000_000)
+        k.ep_disconnect(ep)
+        k.expect_event(evd, "DISCONNECTED", 10_000_000)
+    record(link, "partition 2.5 s, then healed", "connecting, peer unknown", ev.name, took)
+
+
 def test_a_partition_of_an_idle_connection_then_a_disconnect_here_ends_it(link, remote, netem,
                                                                           kdat_module,
                                                                           kernel_log):
