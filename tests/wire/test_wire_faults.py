@@ -98,16 +98,23 @@ def test_a_dup_connect_across_a_partition_times_out_and_the_connection_it_copies
     assert took < 30, took
 
 
+def ep_toward_an_unknown_peer(k, link, netem):
+    """(evd, ep) here, the wire cut and this host's neighbour entries flushed: an address lookup
+    gets no answer."""
+    ia = k.ia_open(link.netdev)
+    evd = k.evd_create(ia, 16)
+    ep = k.ep_create(ia, evd)
+    partition(netem)
+    sh("ip", "neigh", "flush", "dev", link.netdev)
+    return evd, ep
+
+
 def test_a_host_that_does_not_answer_at_all_is_unreachable(link, remote, netem, kdat_module,
                                                            kernel_log):
     """Nothing answers, not even address resolution (the neighbour entry flushed, the wire cut):
     the transport gives up before the consumer's long timeout (seed 000: UNREACHABLE)."""
     with Kdat() as k:
-        ia = k.ia_open(link.netdev)
-        evd = k.evd_create(ia, 16)
-        ep = k.ep_create(ia, evd)
-        partition(netem)
-        sh("ip", "neigh", "flush", "dev", link.netdev)
+        evd, ep = ep_toward_an_unknown_peer(k, link, netem)
         t0 = time.monotonic()
         k.ep_connect(ep, link.peer_addr, next_port(), 60_000_000)
         ev, _ = timed_event(k, evd, 90)
@@ -129,11 +136,7 @@ def test_a_lost_address_lookup_is_asked_again_and_the_connect_goes_through(link,
     port = next_port()
     b.m("psp_create", b.ia, b.crevd, port)
     with Kdat() as k:
-        ia = k.ia_open(link.netdev)
-        evd = k.evd_create(ia, 16)
-        ep = k.ep_create(ia, evd)
-        partition(netem)
-        sh("ip", "neigh", "flush", "dev", link.netdev)
+        evd, ep = ep_toward_an_unknown_peer(k, link, netem)
         peer.sh(f"ip neigh flush dev {link.netdev}")
         t0 = time.monotonic()
         k.ep_connect(ep, link.peer_addr, port, 30_000_000)
