@@ -32,7 +32,7 @@ def test_the_control_is_reported_with_its_range_and_kept_out_of_libdaplofas_figu
         runs += [run("kdat", rep, k), run("libdaplofa", rep, o), run("libdaplofa-control", rep, c)]
     text = section(runs)
     # kdat / libdaplofa per pair: 2.0, 1.0, 0.5; control / libdaplofa: 0.8, 1.5, 0.5
-    assert "| send/recv | polling | 1.00 | 0.50 .. 2.00 | 0.80 | 0.50 .. 1.50 | 3 |" in text
+    assert "| send/recv | polling | latency | 1.00 | 0.50 .. 2.00 | 0.80 | 0.50 .. 1.50 | 3 |" in text
     # libdaplofa's median is of its own runs (50, 60, 60), not of the control's
     assert "| 60.0 us | 50.0 .. 60.0 |" in text
 
