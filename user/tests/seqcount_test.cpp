@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <kdat/table.hpp>
 #include <thread>
 
@@ -93,8 +94,13 @@ TEST(Seqcount, StuckWriterIsAnError) {
 
 TEST(Seqcount, ConcurrentWriterNeverYieldsATornCopy) {
   // Every write makes all payload words equal to one counter; a torn copy would mix values.
+  // The test ends on work done, not on a time slice: a busy host may give the reader little CPU
+  // in any fixed interval (CI once got 1 copy in 300 ms), so it reads until it has taken
+  // enough copies across enough of the writer's writes, with a deadline only as a backstop.
   FakeTable t(4);
   constexpr std::size_t words = sizeof(kdat_record) / 4;
+  constexpr std::uint64_t wanted_copies = 500;
+  constexpr std::uint64_t wanted_values = 20;
   std::atomic<bool> stop{false};
   std::thread writer([&] {
     for (std::uint32_t v = 1; !stop; ++v) {
@@ -104,19 +110,23 @@ TEST(Seqcount, ConcurrentWriterNeverYieldsATornCopy) {
     }
   });
   std::uint64_t copies = 0;
+  std::uint64_t values = 0;
   std::uint32_t last = 0;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-  while (std::chrono::steady_clock::now() < until) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((copies < wanted_copies || values < wanted_values) &&
+         std::chrono::steady_clock::now() < deadline) {
     const kdat_record r = kdat::seqcount::read(t.record(1));
     const auto *w = reinterpret_cast<const std::uint32_t *>(&r);
     for (std::size_t i = 2; i < words; ++i) ASSERT_EQ(w[i], w[1]) << "torn at word " << i;
     ASSERT_GE(w[1], last) << "went backwards";
+    if (w[1] != last) ++values;
     last = w[1];
     ++copies;
   }
   stop = true;
   writer.join();
-  EXPECT_GT(copies, 100u);
+  EXPECT_GE(copies, wanted_copies);
+  EXPECT_GE(values, wanted_values) << "the copies did not overlap the writer's writes";
 }
 
 TEST(TableView, SnapshotListsLiveRecordsAndFindChecksTheHandle) {
