@@ -76,6 +76,8 @@ void kdat_test_ia_device_removed(struct kdat_ia *ia);
 /* KUnit only: hold (or release) the IA owner's lock, or an EP's, as a long call would */
 void kdat_test_ia_hold_owner(struct kdat_ia *ia, bool hold);
 void kdat_test_ep_hold(struct kdat_ep *ep, bool hold);
+/* KUnit only: wait for everything queued on kdat's workqueue (a graceful close, say) */
+void kdat_test_flush_work(void);
 /*
  * KUnit only (lockdep): does the calling task hold a lock that id's handlers
  * take: the IA owner's, or the lock of the EP id belongs to?

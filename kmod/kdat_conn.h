@@ -111,8 +111,7 @@ struct kdat_ep {
 	struct kdat_wr *send_free, *recv_free;
 	atomic_t sends_in_flight;	/* sends, RDMA and RMR binds not yet completed */
 	bool ever_posted;		/* a request was posted: a flush must drain */
-	bool graceful_pending;		/* DISCONNECT_PENDING waits for sends_in_flight == 0 */
-	bool dreq_pending;		/* our DREQ went out, its DISCONNECTED has not come */
+	u8 dreq;			/* enum kdat_ep_dreq, under ep->lock (kdat_ep_set_dreq) */
 	/*
 	 * kdat moved the QP to ERR and not out of it since: another ERR would
 	 * only make the driver schedule its flush work again.
@@ -122,6 +121,18 @@ struct kdat_ep {
 	struct work_struct resolve_work;	/* an address lookup asked again */
 	/* a userspace QP instead of qp/cq (kdat_uqp.c), set at creation; NULL for kernel QPs */
 	struct kdat_uqp *uqp;
+};
+
+/*
+ * Where our own DREQ stands (the table's state says where the disconnect
+ * stands for DAT): a sub-state of DISCONNECT_PENDING, and of DISCONNECTED
+ * while an abrupt disconnect's DREQ is unanswered.
+ */
+enum kdat_ep_dreq {
+	KDAT_DREQ_NONE,		/* none of ours is out or waiting */
+	KDAT_DREQ_WAITS,	/* graceful: it waits for sends_in_flight == 0 */
+	KDAT_DREQ_SENT,		/* it went out; its DISCONNECTED has not come */
+	KDAT_DREQ_ANSWERED,	/* graceful: it came; graceful_work closes the EP */
 };
 
 /*

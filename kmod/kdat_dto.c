@@ -273,7 +273,7 @@ void kdat_ep_flush_held(struct kdat_ep *ep)
 /* Graceful disconnect proceeds once the last in-flight send completed. */
 void kdat_ep_send_done(struct kdat_ep *ep)
 {
-	if (atomic_dec_and_test(&ep->sends_in_flight) && READ_ONCE(ep->graceful_pending)) {
+	if (atomic_dec_and_test(&ep->sends_in_flight) && READ_ONCE(ep->dreq) == KDAT_DREQ_WAITS) {
 		kref_get(&ep->obj.ref);
 		if (!queue_work(kdat_wq, &ep->graceful_work))
 			kdat_obj_put(&ep->obj);

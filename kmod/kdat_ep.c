@@ -172,6 +172,13 @@ static void kdat_ep_count(struct kdat_ia *ia, unsigned int stimulus, bool moved,
 	}
 }
 
+/* kdat_dto.c reads ep->dreq without ep->lock (kdat_ep_send_done). */
+static void kdat_ep_set_dreq(struct kdat_ep *ep, enum kdat_ep_dreq dreq)
+{
+	lockdep_assert_held(&ep->lock);
+	WRITE_ONCE(ep->dreq, dreq);
+}
+
 /*
  * Our own DREQ, sent by kdat_ep_wire_run() once ep->lock is dropped: no CM
  * call under a lock a handler takes.  Until the CM reports DISCONNECTED
@@ -184,9 +191,9 @@ static void kdat_ep_send_dreq(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 {
 	lockdep_assert_held(&ep->lock);
 
-	if (!ep->cm_id || ep->dreq_pending)
+	if (!ep->cm_id || ep->dreq >= KDAT_DREQ_SENT)
 		return;
-	ep->dreq_pending = true;
+	kdat_ep_set_dreq(ep, KDAT_DREQ_SENT);
 	if (WARN_ON_ONCE(!wire || wire->dreq)) {
 		/* every caller passes a wire; this only keeps the DREQ if one does not */
 		ep->ia->cm->disconnect(ep->cm_id);
@@ -220,14 +227,15 @@ static void kdat_ep_apply_wire(struct kdat_ep *ep, unsigned int effects,
 	struct rdma_cm_id *id;
 
 	if (effects & KDAT_EP_FX_SEND_DREQ) {
-		ep->graceful_pending = false;
+		if (ep->dreq == KDAT_DREQ_WAITS)
+			kdat_ep_set_dreq(ep, KDAT_DREQ_NONE);
 		kdat_ep_send_dreq(ep, wire);
 	}
 	if (effects & KDAT_EP_FX_DRAIN) {
-		/* pending first: a last completion from now on queues the DREQ */
-		ep->graceful_pending = true;
+		/* waiting first: a last completion from now on queues the DREQ */
+		kdat_ep_set_dreq(ep, KDAT_DREQ_WAITS);
 		if (kdat_ep_graceful_ready(ep)) {
-			ep->graceful_pending = false;
+			kdat_ep_set_dreq(ep, KDAT_DREQ_NONE);
 			kdat_ep_send_dreq(ep, wire);
 		}
 	}
@@ -477,8 +485,13 @@ static int kdat_ep_alloc_qp(struct kdat_ep *ep)
 static void kdat_ep_resolve_work(struct work_struct *work);
 
 /*
- * A graceful disconnect waits for the EP's sends to complete (kdat_dto.c
- * queues this when the last one does): then the DREQ goes out.
+ * A graceful disconnect's two waits end here, on kdat_wq.  Its sends
+ * completed (kdat_dto.c queues this when the last one does): the DREQ goes
+ * out.  Its DREQ was answered (kdat_cm_on_disconnected): the EP closes, QP
+ * to ERR and flush, then DISCONNECTED.  That close runs here rather than
+ * in the CM handler because ib_cm runs every connection's handlers on one
+ * thread: a QP's move to ERR there, and the flush work rxe starts for it,
+ * held up every other connection's DREQ and DREP (bench/conn, teardown).
  */
 static void kdat_ep_graceful_work(struct work_struct *work)
 {
@@ -486,10 +499,17 @@ static void kdat_ep_graceful_work(struct work_struct *work)
 	struct kdat_ep_wire wire = {};
 
 	mutex_lock(&ep->lock);
-	if (!ep->obj.dead && ep->graceful_pending && kdat_ep_state_draining(ep->state) &&
-	    kdat_ep_graceful_ready(ep)) {
-		ep->graceful_pending = false;
-		kdat_ep_send_dreq(ep, &wire);	/* DISCONNECTED follows */
+	if (ep->obj.dead) {
+		/* kdat_ep_free_hang_up() ended the connection */
+	} else if (ep->dreq == KDAT_DREQ_WAITS) {
+		if (kdat_ep_state_draining(ep->state) && kdat_ep_graceful_ready(ep)) {
+			kdat_ep_set_dreq(ep, KDAT_DREQ_NONE);
+			kdat_ep_send_dreq(ep, &wire);	/* DISCONNECTED follows */
+		}
+	} else if (ep->dreq == KDAT_DREQ_ANSWERED) {
+		kdat_ep_set_dreq(ep, KDAT_DREQ_NONE);
+		/* STALE if an abrupt disconnect or the device's removal came first */
+		kdat_ep_step(ep, KDAT_EP_STIM_DISCONNECTED, NULL, 0);
 	}
 	mutex_unlock(&ep->lock);
 	kdat_ep_wire_run(ep, &wire);
@@ -728,7 +748,7 @@ void kdat_ep_kill(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 	ep->rsp = NULL;
 	id = kdat_ep_detach_id(ep);
 	/* accepted but not established, or our DREQ unanswered: finish it later */
-	if (id && (kdat_ep_state_accepting(ep->state) || ep->dreq_pending))
+	if (id && (kdat_ep_state_accepting(ep->state) || ep->dreq == KDAT_DREQ_SENT))
 		id = kdat_orphan_adopt(ep, id);
 	mutex_unlock(&ep->lock);
 	wire->gone = id;
@@ -740,7 +760,8 @@ void kdat_ep_finish(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 	struct kdat_ctx *ctx = ep->obj.ctx;
 
 	kdat_ep_wire_run(ep, wire);
-	cancel_work_sync(&ep->graceful_work);
+	if (cancel_work_sync(&ep->graceful_work))
+		kdat_obj_put(&ep->obj);	/* the work's; the handle table's is below */
 	/* No completion can run after this: only then may the EVDs go. */
 	kdat_ep_free_qp(ep);
 	kdat_ep_dto_exit(ep);
@@ -878,16 +899,15 @@ kdat_ret_t kdat_ep_reset_to(struct kdat_ep *ep, u32 uqpn)
 			ret = kdat_uqp_check_renumber(ep, uqpn);
 		if (!ret) {
 			id = kdat_ep_detach_id(ep);
-			if (ep->dreq_pending)	/* see kdat_ep_send_dreq() */
+			if (ep->dreq == KDAT_DREQ_SENT)	/* see kdat_ep_send_dreq() */
 				id = kdat_orphan_adopt(ep, id);
-			ep->dreq_pending = false;
+			kdat_ep_set_dreq(ep, KDAT_DREQ_NONE);
 			/* every posted request completes (flushed) before the QP forgets it */
 			if (kdat_ep_state_ended(ep->state))
 				kdat_ep_flush(ep);
 			kdat_qp_set(ep, IB_QPS_RESET);
 			kdat_qp_init(ep);
 			kdat_uqp_reset(ep, uqpn);
-			ep->graceful_pending = false;
 			ep->active = false;
 			ep->ird = 0;
 			ep->ord = 0;
@@ -1240,6 +1260,7 @@ enum kdat_cm_send_what { KDAT_SEND_NONE, KDAT_SEND_ADDR, KDAT_SEND_ROUTE, KDAT_S
 struct kdat_cm_send {
 	enum kdat_cm_send_what what;
 	bool drop_id;			/* the id has nothing left to do for the EP */
+	bool close_later;		/* graceful_work applies the DISCONNECTED */
 	struct rdma_conn_param param;	/* REQ */
 	u8 wire[KDAT_PDATA_WIRE_MAX];
 };
@@ -1547,13 +1568,21 @@ static void kdat_cm_on_rej(struct kdat_ep *ep, struct rdma_cm_id *id,
 	}
 }
 
-/* Before DISCONNECTED: answer a peer's DREQ (DREP; harmless after our own DREQ). */
+/*
+ * Before DISCONNECTED: answer a peer's DREQ (DREP; harmless after our own
+ * DREQ).  The answer to a graceful disconnect's DREQ closes the EP from
+ * kdat_wq (kdat_ep_graceful_work), off ib_cm's thread.
+ */
 static void kdat_cm_on_disconnected(struct kdat_ep *ep, struct rdma_cm_id *id,
 				    struct rdma_cm_event *ev, struct kdat_cm_send *send)
 {
 	send->what = KDAT_SEND_DREP;
-	ep->dreq_pending = false;
-	ep->graceful_pending = false;
+	if (ep->dreq == KDAT_DREQ_SENT && kdat_ep_state_draining(ep->state)) {
+		kdat_ep_set_dreq(ep, KDAT_DREQ_ANSWERED);
+		send->close_later = true;
+		return;
+	}
+	kdat_ep_set_dreq(ep, KDAT_DREQ_NONE);
 }
 
 /*
@@ -1566,7 +1595,8 @@ static void kdat_cm_on_disconnected(struct kdat_ep *ep, struct rdma_cm_id *id,
 static void kdat_cm_on_timewait_exit(struct kdat_ep *ep, struct rdma_cm_id *id,
 				     struct rdma_cm_event *ev, struct kdat_cm_send *send)
 {
-	send->drop_id = kdat_ep_state_ended(ep->state);
+	/* ... or about to end: a graceful close still queued needs no id */
+	send->drop_id = kdat_ep_state_ended(ep->state) || ep->dreq == KDAT_DREQ_ANSWERED;
 }
 
 /*
@@ -1613,6 +1643,7 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 
 	send.what = KDAT_SEND_NONE;
 	send.drop_id = false;
+	send.close_later = false;
 	if ((unsigned int)ev->event < ARRAY_SIZE(kdat_cm_event_map)) {
 		use = kdat_cm_event_map[ev->event].use;
 		stimulus = kdat_cm_event_map[ev->event].stimulus;
@@ -1634,7 +1665,7 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 	syncs = ep->rec_syncs;
 	if (use != KDAT_CM_IGNORED && kdat_cm_event_map[ev->event].work)
 		kdat_cm_event_map[ev->event].work(ep, id, ev, &send);
-	if (use == KDAT_CM_STIMULUS)
+	if (use == KDAT_CM_STIMULUS && !send.close_later)
 		kdat_ep_step(ep, stimulus, NULL, 0);
 	else if (use == KDAT_CM_FAILURE)
 		kdat_ep_step(ep, kdat_ep_failure(ep, stimulus), NULL, 0);
@@ -1644,6 +1675,11 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 	mutex_unlock(&ep->lock);
 	if (send.what != KDAT_SEND_NONE && kdat_cm_ep_sent(ep, id, ev, &send))
 		destroy = 1;
+	if (send.close_later) {
+		kdat_obj_get_ref(&ep->obj);	/* the work's */
+		if (!queue_work(kdat_wq, &ep->graceful_work))
+			kdat_obj_put(&ep->obj);
+	}
 	if (destroy)
 		kdat_obj_put(&ep->obj);	/* the id's reference */
 	return destroy;

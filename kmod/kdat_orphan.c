@@ -76,7 +76,7 @@ struct rdma_cm_id *kdat_orphan_adopt(struct kdat_ep *ep, struct rdma_cm_id *id)
 	o->obj.cls = &kdat_orphan_class;
 	o->id = id;
 	o->ep = ep;
-	o->wants_drep = ep->dreq_pending;
+	o->wants_drep = ep->dreq == KDAT_DREQ_SENT;
 	o->adopted = jiffies;
 	o->expires = o->adopted +
 		msecs_to_jiffies(clamp(READ_ONCE(orphan_timeout_s), 1u, 3600u) * MSEC_PER_SEC);

@@ -57,6 +57,12 @@ void kdat_test_ep_hold(struct kdat_ep *ep, bool hold)
 }
 EXPORT_SYMBOL_GPL(kdat_test_ep_hold);
 
+void kdat_test_flush_work(void)
+{
+	flush_workqueue(kdat_wq);
+}
+EXPORT_SYMBOL_GPL(kdat_test_flush_work);
+
 /*
  * For a fake CM to see which of its calls kdat makes under a lock that the
  * CM's handlers take (kdat_base.h: none may be): the owner's, or the EP's

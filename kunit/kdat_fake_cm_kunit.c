@@ -1060,6 +1060,98 @@ static void dreq_during_disconnect_pending(struct kunit *test)
 			go(test, s2.next, KDAT_EP_STIM_RESET).next);
 }
 
+struct close_seen {
+	struct kdat_ep *ep;
+	bool on_graceful_work;
+	unsigned int upcalls;
+};
+
+static void record_close_thread(struct kdat_evd *evd, void *context)
+{
+	struct close_seen *c = context;
+
+	c->upcalls++;
+	c->on_graceful_work = current_work() == &c->ep->graceful_work;
+}
+
+/*
+ * The DREP that answers a graceful disconnect's DREQ closes the EP (QP to
+ * ERR, DISCONNECTED) on kdat_wq, not in the CM handler: ib_cm runs every
+ * connection's handlers on one thread.  The event is posted from the EP's
+ * graceful work, which the upcall sees as the work it runs in.
+ */
+static void graceful_close_runs_off_the_cm_thread(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_connected(test, ep);
+	struct kdat_ep_step s1 = go(test, KDAT_EP_CONNECTED, KDAT_EP_STIM_DISCONNECT_GRACEFUL);
+	struct kdat_ep_step s2 = go(test, s1.next, KDAT_EP_STIM_DISCONNECTED);
+	struct close_seen seen = { .ep = ep };
+
+	KUNIT_EXPECT_EQ(test, kdat_ep_disconnect(ep, KDAT_CLOSE_GRACEFUL), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_DISCONNECT], 1u);
+	t->evd->upcall_context = &seen;
+	WRITE_ONCE(t->evd->upcall, record_close_thread);
+	KUNIT_EXPECT_EQ(test, fake_event(f, RDMA_CM_EVENT_DISCONNECTED), 0);
+	kdat_test_flush_work();
+	WRITE_ONCE(t->evd->upcall, NULL);
+	KUNIT_EXPECT_EQ(test, seen.upcalls, 1u);
+	KUNIT_EXPECT_TRUE(test, seen.on_graceful_work);
+	EXPECT_EVENTS(test, ep, s2.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s2.next);
+	KUNIT_EXPECT_EQ(test, ep->dreq, (u8)KDAT_DREQ_NONE);
+	/* the handler answered with a DREP all the same (harmless after our DREQ) */
+	KUNIT_EXPECT_EQ(test, f->calls[OP_DISCONNECT], 2u);
+}
+
+struct abrupt_during {
+	struct kunit *test;
+	struct kdat_ep *ep;
+	u8 dreq_seen;
+	u32 state_seen;
+};
+
+static void abrupt_during_drep(void *arg)
+{
+	struct abrupt_during *d = arg;
+
+	mutex_lock(&d->ep->lock);
+	d->dreq_seen = d->ep->dreq;
+	d->state_seen = d->ep->state;
+	mutex_unlock(&d->ep->lock);
+	KUNIT_EXPECT_EQ(d->test, kdat_ep_disconnect(d->ep, KDAT_CLOSE_ABRUPT), KDAT_DAT_SUCCESS);
+}
+
+/*
+ * An abrupt disconnect between the DREP and the close it queues (here:
+ * inside the handler's DREP call, before the close is queued) ends the
+ * connection with one DISCONNECTED and no second DREQ; the close then
+ * finds DISCONNECTED and is stale.
+ */
+static void abrupt_between_drep_and_graceful_close(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *f = active_connected(test, ep);
+	struct kdat_ep_step s = go(test, KDAT_EP_DISCONNECT_PENDING,
+				   KDAT_EP_STIM_DISCONNECT_ABRUPT);
+	struct abrupt_during d = { .test = test, .ep = ep };
+
+	KUNIT_EXPECT_EQ(test, kdat_ep_disconnect(ep, KDAT_CLOSE_GRACEFUL), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_DISCONNECT], 1u);
+	fake.during_disconnect = abrupt_during_drep;
+	fake.during_disconnect_arg = &d;
+	KUNIT_EXPECT_EQ(test, fake_event(f, RDMA_CM_EVENT_DISCONNECTED), 0);
+	kdat_test_flush_work();
+	KUNIT_EXPECT_EQ(test, d.dreq_seen, (u8)KDAT_DREQ_ANSWERED);
+	KUNIT_EXPECT_EQ(test, d.state_seen, (u32)KDAT_EP_DISCONNECT_PENDING);
+	EXPECT_EVENTS(test, ep, s.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	KUNIT_EXPECT_EQ(test, ep->dreq, (u8)KDAT_DREQ_NONE);
+	/* our DREQ and the handler's DREP; the abrupt one sent none */
+	KUNIT_EXPECT_EQ(test, f->calls[OP_DISCONNECT], 2u);
+}
+
 /* Abrupt after graceful: DISCONNECTED at once; the CM's DISCONNECTED after it is stale. */
 static void abrupt_after_graceful(struct kunit *test)
 {
@@ -1747,6 +1839,8 @@ static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(disconnect_races_established_passive),
 	KUNIT_CASE(established_then_disconnect_passive),
 	KUNIT_CASE(dreq_during_disconnect_pending),
+	KUNIT_CASE(graceful_close_runs_off_the_cm_thread),
+	KUNIT_CASE(abrupt_between_drep_and_graceful_close),
 	KUNIT_CASE(abrupt_after_graceful),
 	KUNIT_CASE(abrupt_races_peer_dreq),
 	KUNIT_CASE(dreq_call_outlives_free_and_drep),
