@@ -490,8 +490,9 @@ static void kdat_ep_resolve_work(struct work_struct *work);
  * out.  Its DREQ was answered (kdat_cm_on_disconnected): the EP closes, QP
  * to ERR and flush, then DISCONNECTED.  That close runs here rather than
  * in the CM handler because ib_cm runs every connection's handlers on one
- * thread: a QP's move to ERR there, and the flush work rxe starts for it,
- * held up every other connection's DREQ and DREP (bench/conn, teardown).
+ * thread: a QP's move to ERR there (a firmware command on real hardware,
+ * a flush it waits for with requests posted) would hold up every other
+ * connection's CM work on the host.
  */
 static void kdat_ep_graceful_work(struct work_struct *work)
 {
