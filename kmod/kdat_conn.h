@@ -339,6 +339,7 @@ void kdat_ia_free_memory(struct kdat_ia *ia);
 void kdat_ia_release_memory(struct kdat_ia *ia);
 u32 kdat_dto_status(enum ib_wc_status status);
 void kdat_ep_send_done(struct kdat_ep *ep);
+void kdat_ep_graceful_queue(struct kdat_ep *ep);
 bool kdat_ep_may_post(struct kdat_ep *ep, unsigned int stimulus);
 int kdat_qp_post_send(struct kdat_ep *ep, const struct ib_send_wr *wr);
 int kdat_qp_post_recv(struct kdat_ep *ep, const struct ib_recv_wr *wr);

@@ -273,11 +273,8 @@ void kdat_ep_flush_held(struct kdat_ep *ep)
 /* Graceful disconnect proceeds once the last in-flight send completed. */
 void kdat_ep_send_done(struct kdat_ep *ep)
 {
-	if (atomic_dec_and_test(&ep->sends_in_flight) && READ_ONCE(ep->dreq) == KDAT_DREQ_WAITS) {
-		kref_get(&ep->obj.ref);
-		if (!queue_work(kdat_wq, &ep->graceful_work))
-			kdat_obj_put(&ep->obj);
-	}
+	if (atomic_dec_and_test(&ep->sends_in_flight) && READ_ONCE(ep->dreq) == KDAT_DREQ_WAITS)
+		kdat_ep_graceful_queue(ep);
 }
 
 static void kdat_wr_done(struct ib_cq *cq, struct ib_wc *wc)

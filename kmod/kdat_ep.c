@@ -484,6 +484,14 @@ static int kdat_ep_alloc_qp(struct kdat_ep *ep)
 
 static void kdat_ep_resolve_work(struct work_struct *work);
 
+/* Queues graceful_work (below) with the EP reference it drops; any context. */
+void kdat_ep_graceful_queue(struct kdat_ep *ep)
+{
+	kdat_obj_get_ref(&ep->obj);
+	if (!queue_work(kdat_wq, &ep->graceful_work))
+		kdat_obj_put(&ep->obj);
+}
+
 /*
  * A graceful disconnect's two waits end here, on kdat_wq.  Its sends
  * completed (kdat_dto.c queues this when the last one does): the DREQ goes
@@ -1570,9 +1578,10 @@ static void kdat_cm_on_rej(struct kdat_ep *ep, struct rdma_cm_id *id,
 }
 
 /*
- * Before DISCONNECTED: answer a peer's DREQ (DREP; harmless after our own
- * DREQ).  The answer to a graceful disconnect's DREQ closes the EP from
- * kdat_wq (kdat_ep_graceful_work), off ib_cm's thread.
+ * DISCONNECTED: answer a peer's DREQ (DREP, after ep->lock; harmless after
+ * our own DREQ) and step.  The answer to a graceful disconnect's DREQ
+ * closes the EP from kdat_wq instead (kdat_ep_graceful_work), off ib_cm's
+ * thread, once the DREP call is done.
  */
 static void kdat_cm_on_disconnected(struct kdat_ep *ep, struct rdma_cm_id *id,
 				    struct rdma_cm_event *ev, struct kdat_cm_send *send)
@@ -1584,6 +1593,7 @@ static void kdat_cm_on_disconnected(struct kdat_ep *ep, struct rdma_cm_id *id,
 		return;
 	}
 	kdat_ep_set_dreq(ep, KDAT_DREQ_NONE);
+	kdat_ep_step(ep, KDAT_EP_STIM_DISCONNECTED, NULL, 0);
 }
 
 /*
@@ -1624,8 +1634,8 @@ static const struct {
 	[RDMA_CM_EVENT_UNREACHABLE] = { KDAT_CM_FAILURE, KDAT_EP_STIM_UNREACHABLE },
 	[RDMA_CM_EVENT_REJECTED] = { .use = KDAT_CM_WORK, .work = kdat_cm_on_rej },
 	[RDMA_CM_EVENT_ESTABLISHED] = { .use = KDAT_CM_WORK, .work = kdat_cm_on_established },
-	[RDMA_CM_EVENT_DISCONNECTED] = { KDAT_CM_STIMULUS, KDAT_EP_STIM_DISCONNECTED,
-					 .work = kdat_cm_on_disconnected },
+	/* its work steps DISCONNECTED, or leaves a graceful close to kdat_wq */
+	[RDMA_CM_EVENT_DISCONNECTED] = { .use = KDAT_CM_WORK, .work = kdat_cm_on_disconnected },
 	/* kdat's ib_client tears the IA down before rdma_cm gets here */
 	[RDMA_CM_EVENT_DEVICE_REMOVAL] = { KDAT_CM_STIMULUS, KDAT_EP_STIM_DEVICE_REMOVED },
 	[RDMA_CM_EVENT_TIMEWAIT_EXIT] = { .use = KDAT_CM_WORK, .work = kdat_cm_on_timewait_exit },
@@ -1666,7 +1676,7 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 	syncs = ep->rec_syncs;
 	if (use != KDAT_CM_IGNORED && kdat_cm_event_map[ev->event].work)
 		kdat_cm_event_map[ev->event].work(ep, id, ev, &send);
-	if (use == KDAT_CM_STIMULUS && !send.close_later)
+	if (use == KDAT_CM_STIMULUS)
 		kdat_ep_step(ep, stimulus, NULL, 0);
 	else if (use == KDAT_CM_FAILURE)
 		kdat_ep_step(ep, kdat_ep_failure(ep, stimulus), NULL, 0);
@@ -1676,11 +1686,8 @@ static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 	mutex_unlock(&ep->lock);
 	if (send.what != KDAT_SEND_NONE && kdat_cm_ep_sent(ep, id, ev, &send))
 		destroy = 1;
-	if (send.close_later) {
-		kdat_obj_get_ref(&ep->obj);	/* the work's */
-		if (!queue_work(kdat_wq, &ep->graceful_work))
-			kdat_obj_put(&ep->obj);
-	}
+	if (send.close_later)
+		kdat_ep_graceful_queue(ep);
 	if (destroy)
 		kdat_obj_put(&ep->obj);	/* the id's reference */
 	return destroy;
