@@ -10,6 +10,7 @@
 #ifndef KDAT_BASE_H
 #define KDAT_BASE_H
 
+#include <linux/hashtable.h>
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
@@ -144,6 +145,12 @@ struct kdat_ctx {
 	struct kdat_table *view;	/* another owner's table (TABLE_ATTACH), or NULL */
 	struct net *net;		/* where names, addresses and ids live (referenced) */
 	const char *kern_name;		/* a kernel consumer's name for its cm_ids; NULL: a file's */
+	/*
+	 * The linked EPs by QP number (struct kdat_ep.qpn_node, under lock): a
+	 * user QP's claimed number is checked against them at every create, so
+	 * a list walk made creating N EPs cost N^2 (dtestcm in bench/).
+	 */
+	DECLARE_HASHTABLE(qpns, 8);
 };
 
 /* One RDMA device kdat has been told about by ib_core (ib_client add). */

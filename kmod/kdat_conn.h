@@ -55,6 +55,7 @@ struct kdat_ep {
 	 */
 	struct mutex lock;
 	struct kdat_ia *ia;
+	struct hlist_node qpn_node;	/* ctx->qpns while linked, under ctx->lock */
 	/* ia->cm, for destroying an id after unlocking, when the IA may be gone */
 	const struct kdat_cm_ops *cm;
 	struct list_head ia_node;
@@ -321,6 +322,8 @@ u32 kdat_ep_qpn(struct kdat_ep *ep);
 bool kdat_uqp_ib(struct kdat_ia *ia);
 bool kdat_uqp_qpn_valid(struct kdat_ia *ia, u32 qpn);
 bool kdat_uqp_qpn_in_use(struct kdat_ia *ia, u32 qpn, struct kdat_ep *self);
+void kdat_ep_qpn_index(struct kdat_ep *ep);
+void kdat_ep_qpn_unindex(struct kdat_ep *ep);
 kdat_ret_t kdat_uqp_check_renumber(struct kdat_ep *ep, u32 qpn);
 kdat_ret_t kdat_ep_reset_to(struct kdat_ep *ep, u32 uqpn);
 void kdat_uqp_rep_arrived(struct kdat_ep *ep, const u8 *pdata, u32 len);

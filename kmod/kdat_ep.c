@@ -550,6 +550,7 @@ struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr *attr,
 	kdat_ep_attr_defaults(ia, &ep->attr);
 	ep->state = KDAT_EP_UNCONNECTED;
 	INIT_LIST_HEAD(&ep->ia_node);
+	INIT_HLIST_NODE(&ep->qpn_node);
 	if (!uqp && kdat_ep_alloc_qp(ep)) {
 		kfree(ep);
 		kdat_ia_unuse_pd(ia);
@@ -633,6 +634,7 @@ kdat_ret_t kdat_ep_link(struct kdat_ep *ep, struct kdat_evd *conn,
 	kdat_evd_use(recv);
 	kdat_obj_get_ref(&ia->obj);
 	list_add_tail(&ep->ia_node, &ia->eps);
+	kdat_ep_qpn_index(ep);
 	kdat_rec_sync(&ep->obj);
 	mutex_unlock(&ep->lock);
 	return KDAT_DAT_SUCCESS;
@@ -749,6 +751,7 @@ void kdat_ep_kill(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 	kdat_ep_abort_wire(ep, wire);
 	kdat_obj_unlink(&ep->obj);
 	list_del_init(&ep->ia_node);
+	kdat_ep_qpn_unindex(ep);
 	atomic_inc(&ep->ia->eps_finishing);	/* until kdat_ep_finish() freed the QP */
 	if (ep->rsp && ep->rsp->ep == ep) {
 		ep->rsp->ep = NULL;

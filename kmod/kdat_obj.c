@@ -91,6 +91,7 @@ struct kdat_ctx *kdat_ctx_create(const char *kernel_owner, struct net *net)
 	ctx->net = get_net(net);
 	ctx->kern_name = kernel_owner ? kdat_owner_name(kernel_owner) : NULL;
 	xa_init_flags(&ctx->objs, XA_FLAGS_ALLOC1);
+	hash_init(ctx->qpns);
 	INIT_LIST_HEAD(&ctx->ias);
 	kref_init(&ctx->ref);
 	return ctx;

@@ -47,23 +47,33 @@ bool kdat_uqp_qpn_valid(struct kdat_ia *ia, u32 qpn)
 
 /*
  * Does another live EP (not self) of this owner on the same device use QP
- * number qpn?  The only association kdat can check (see kdat.h).  Caller
- * holds ctx->lock.
+ * number qpn?  The only association kdat can check (see kdat.h).  The index
+ * is by the number an EP had when linked or renumbered; the live number is
+ * what counts (a removed device's EPs have none).  Caller holds ctx->lock.
  */
 bool kdat_uqp_qpn_in_use(struct kdat_ia *ia, u32 qpn, struct kdat_ep *self)
 {
-	struct kdat_ia *other;
 	struct kdat_ep *ep;
 
 	lockdep_assert_held(&ia->obj.ctx->lock);
-	list_for_each_entry(other, &ia->obj.ctx->ias, ctx_node) {
-		if (other->ibdev != ia->ibdev)
-			continue;
-		list_for_each_entry(ep, &other->eps, ia_node)
-			if (ep != self && kdat_ep_qpn(ep) == qpn)
-				return true;
-	}
+	hash_for_each_possible(ia->obj.ctx->qpns, ep, qpn_node, qpn)
+		if (ep != self && ep->ia->ibdev == ia->ibdev && kdat_ep_qpn(ep) == qpn)
+			return true;
 	return false;
+}
+
+/* A linked EP is found by its QP number from now on.  Caller holds ctx->lock. */
+void kdat_ep_qpn_index(struct kdat_ep *ep)
+{
+	lockdep_assert_held(&ep->obj.ctx->lock);
+	hash_add(ep->obj.ctx->qpns, &ep->qpn_node, kdat_ep_qpn(ep));
+}
+
+/* No-op for an EP never indexed.  Caller holds ctx->lock. */
+void kdat_ep_qpn_unindex(struct kdat_ep *ep)
+{
+	lockdep_assert_held(&ep->obj.ctx->lock);
+	hash_del(&ep->qpn_node);
 }
 
 /*
@@ -95,7 +105,9 @@ void kdat_uqp_reset(struct kdat_ep *ep, u32 qpn)
 		ep->uqp->rep_arrived = false;
 		ep->uqp->rep_pdata_len = 0;
 		if (qpn && qpn != ep->uqp->qpn) {	/* kdat_uqp_check_renumber() */
+			kdat_ep_qpn_unindex(ep);
 			ep->uqp->qpn = qpn;
+			kdat_ep_qpn_index(ep);
 			kdat_rec_sync(&ep->obj);	/* a NOOP reset is no step */
 		}
 	}

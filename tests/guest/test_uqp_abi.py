@@ -93,6 +93,29 @@ def test_a_qp_number_in_use_by_another_ep_of_the_file_on_the_device_is_refused(k
     new_uqp(kd, s, 0x101)
 
 
+def test_qp_numbers_in_use_are_found_among_many_eps_and_a_freed_ep_s_number_is_free(kd, rdma):
+    """The in-use check is an index by QP number (a list walk made N creates cost N^2): it must
+    still find every live EP's number, user QP or kernel QP, among hundreds that share its
+    buckets, and forget an EP once it is freed."""
+    s = side(kd)
+    numbers = [0x400 + 256 * i for i in range(40)] + [0x10000 + i for i in range(200)]
+    eps = {n: new_uqp(kd, s, n) for n in numbers}
+    for n in numbers:
+        assert dtype(uqp_create(kd, s, n).status) == DAT["DAT_INVALID_PARAMETER"], hex(n)
+    kep = s.ep()
+    with kd.table() as t:
+        kqpn = [r.qp_num for _, r in t.live_records() if r.handle == kep][0]
+    assert kqpn not in eps
+    assert dtype(uqp_create(kd, s, kqpn).status) == DAT["DAT_INVALID_PARAMETER"]
+    for n in numbers[::2]:
+        kd.ep_free(eps.pop(n))
+    kd.ep_free(kep)
+    for n in numbers[::2] + [kqpn]:
+        eps[n] = new_uqp(kd, s, n)
+    for n in numbers + [kqpn]:
+        assert dtype(uqp_create(kd, s, n).status) == DAT["DAT_INVALID_PARAMETER"], hex(n)
+
+
 def test_ep_reset_may_give_a_user_ep_a_new_qp_and_checks_the_number(kd, rdma):
     """ep_reset's qp_num (libkdat uses it on iWARP, where siw cannot take a QP out of ERR): the
     EP's QP from then on, checked as uqp_create checks it; 0 keeps the QP; a kernel EP has none to
