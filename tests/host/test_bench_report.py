@@ -40,3 +40,23 @@ def test_the_control_is_reported_with_its_range_and_kept_out_of_libdaplofas_figu
 def test_no_control_no_control_table():
     runs = [run("kdat", 0, 10), run("libdaplofa", 0, 20)]
     assert "A/A control" not in section(runs)
+
+
+def conn_run(kind, rep, teardown_ms, n=100, **extra):
+    return {"kind": kind, "rep": rep, "n": n, "connected": n, "establish_ns": 50e6,
+            "teardown_ns": teardown_ms * 1e6, "teardown_free_ns": 1e6, **extra}
+
+
+def test_conn_teardown_is_also_reported_as_ratios_of_back_to_back_pairs():
+    runs = []
+    # raw / kdat per repetition: 0.5, 1.0, 2.0; raw / abrupt: 1.0, 1.0, 1.0
+    for rep, (g, a, r) in enumerate([(200, 100, 100), (80, 80, 80), (25, 50, 50)]):
+        runs += [conn_run("kdat", rep, g), conn_run("kdat_abrupt", rep, a),
+                 conn_run("rdmacm", rep, r)]
+    runs.append(conn_run("kdat", 3, 10, errors=1))     # a failed run is in no pair
+    runs.append(conn_run("rdmacm", 3, 10))
+    text = "\n".join(load_report().conn_section(
+        {"addr": "192.0.2.1", "reps": 3, "runs": runs, "skipped": []}))
+    assert "(median of pairs 1.00x, 1.00 .. 1.00; goal: at least 0.9x)" in text
+    # of medians: raw 65 (100, 80, 50, 10) over kdat 80 (200, 80, 25; the failed run left out)
+    assert "graceful: **0.81x** (median of pairs 1.00x, 0.50 .. 2.00)" in text
