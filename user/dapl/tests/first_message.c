@@ -70,7 +70,7 @@ struct side {
   DAT_LMR_CONTEXT lmr_context;
   DAT_PSP_HANDLE psp;
   DAT_EP_HANDLE ep;
-  char buf[2 * MSG_LEN]; /* [0, MSG_LEN): receive, [MSG_LEN, 2 MSG_LEN): send */
+  char buf[3 * MSG_LEN]; /* slot 0: receive, 1: send, 2: the second receive */
 };
 
 static DAT_LMR_TRIPLET iov_at(struct side *s, int slot) {
@@ -80,6 +80,8 @@ static DAT_LMR_TRIPLET iov_at(struct side *s, int slot) {
   t.segment_length = MSG_LEN;
   return t;
 }
+
+static int post_recvs(struct side *s);
 
 /* The IA, its EVDs (one for DTOs unless `split`), the PZ and the LMR. */
 static int open_side(struct side *s, char *provider, int split) {
@@ -106,9 +108,7 @@ static int open_side(struct side *s, char *provider, int split) {
     return 0;
   if (!ok("ep_create", dat_ep_create(s->ia, s->pz, s->recv, s->req, s->conn, NULL, &s->ep)))
     return 0;
-  DAT_LMR_TRIPLET r = iov_at(s, 0);
-  DAT_DTO_COOKIE cookie = {.as_64 = 1};
-  return ok("post_recv", dat_ep_post_recv(s->ep, 1, &r, cookie, DAT_COMPLETION_DEFAULT_FLAG));
+  return post_recvs(s);
 }
 
 static int post_message(struct side *s, const char *text) {
@@ -117,6 +117,17 @@ static int post_message(struct side *s, const char *text) {
   DAT_DTO_COOKIE cookie = {.as_64 = 2};
   return ok("post_send", dat_ep_post_send(s->ep, 1, &t, cookie, DAT_COMPLETION_DEFAULT_FLAG));
 }
+
+/* Receives in slots 0 and 2 (cookies 1 and 3): iWARP has no RNR retry, so the server's
+ * second message must find one posted. */
+static int post_recvs(struct side *s) {
+  DAT_LMR_TRIPLET r = iov_at(s, 0), r2 = iov_at(s, 2);
+  DAT_DTO_COOKIE cookie = {.as_64 = 1}, cookie2 = {.as_64 = 3};
+  return ok("post_recv", dat_ep_post_recv(s->ep, 1, &r, cookie, DAT_COMPLETION_DEFAULT_FLAG)) &&
+         ok("post_recv", dat_ep_post_recv(s->ep, 1, &r2, cookie2, DAT_COMPLETION_DEFAULT_FLAG));
+}
+
+static DAT_DTO_COMPLETION_STATUS last_status; /* of the completion await_dto() last reported */
 
 /* Waits for the DTO completion `cookie` on `evd` (other DTO events are reported and skipped);
  * prints NAME_status and NAME_at.  0 if none came in `us`. */
@@ -140,6 +151,7 @@ static int await_dto(DAT_EVD_HANDLE evd, uint64_t cookie, const char *name, DAT_
       continue;
     }
     printf("%s_status=%s\n%s_at=%.3f\n", name, status_name(d->status), name, since_connected());
+    last_status = d->status;
     return 1;
   }
 }
@@ -189,6 +201,11 @@ static int server(char *provider, DAT_CONN_QUAL port) {
     /* as dtest's server: the first send right after CONNECTED */
     good = post_message(&s, "server speaks");
     good = good && await_dto(s.req, 2, "send", WAIT_US);
+    /* A second message once the first has completed; the client ends the connection only
+     * after it, so its disconnect cannot race the first send's completion (siw may complete a
+     * send in error when the connection ends, even one whose data the peer has read). */
+    if (good && last_status == DAT_DTO_SUCCESS && post_message(&s, "server done"))
+      (void)await_dto(s.req, 2, "done", WAIT_US);
     (void)await_dto(s.recv, 1, "recv", 3000000u);
     /* the client ends the connection */
     good = good && await_connection_event(&s, DAT_CONNECTION_EVENT_DISCONNECTED, "disconnected");
@@ -223,6 +240,8 @@ static int client(char *provider, const char *ip, DAT_CONN_QUAL port, const char
       }
       good = good && await_dto(s.recv, 1, "recv", 5000000u);
       if (good) printf("message=%s\n", s.buf);
+      /* the server's second message: its first send has completed (see server()) */
+      good = good && await_dto(s.recv, 3, "done", 5000000u);
       good = good && ok("ep_disconnect", dat_ep_disconnect(s.ep, DAT_CLOSE_GRACEFUL_FLAG));
     }
     good = good && await_connection_event(&s, DAT_CONNECTION_EVENT_DISCONNECTED, "disconnected");
