@@ -81,7 +81,14 @@ static DAT_LMR_TRIPLET iov_at(struct side *s, int slot) {
   return t;
 }
 
-static int post_recvs(struct side *s);
+/* Receives in slots 0 and 2 (cookies 1 and 3): iWARP has no RNR retry, so the server's
+ * second message must find one posted. */
+static int post_recvs(struct side *s) {
+  DAT_LMR_TRIPLET r = iov_at(s, 0), r2 = iov_at(s, 2);
+  DAT_DTO_COOKIE cookie = {.as_64 = 1}, cookie2 = {.as_64 = 3};
+  return ok("post_recv", dat_ep_post_recv(s->ep, 1, &r, cookie, DAT_COMPLETION_DEFAULT_FLAG)) &&
+         ok("post_recv", dat_ep_post_recv(s->ep, 1, &r2, cookie2, DAT_COMPLETION_DEFAULT_FLAG));
+}
 
 /* The IA, its EVDs (one for DTOs unless `split`), the PZ and the LMR. */
 static int open_side(struct side *s, char *provider, int split) {
@@ -116,15 +123,6 @@ static int post_message(struct side *s, const char *text) {
   DAT_LMR_TRIPLET t = iov_at(s, 1);
   DAT_DTO_COOKIE cookie = {.as_64 = 2};
   return ok("post_send", dat_ep_post_send(s->ep, 1, &t, cookie, DAT_COMPLETION_DEFAULT_FLAG));
-}
-
-/* Receives in slots 0 and 2 (cookies 1 and 3): iWARP has no RNR retry, so the server's
- * second message must find one posted. */
-static int post_recvs(struct side *s) {
-  DAT_LMR_TRIPLET r = iov_at(s, 0), r2 = iov_at(s, 2);
-  DAT_DTO_COOKIE cookie = {.as_64 = 1}, cookie2 = {.as_64 = 3};
-  return ok("post_recv", dat_ep_post_recv(s->ep, 1, &r, cookie, DAT_COMPLETION_DEFAULT_FLAG)) &&
-         ok("post_recv", dat_ep_post_recv(s->ep, 1, &r2, cookie2, DAT_COMPLETION_DEFAULT_FLAG));
 }
 
 static DAT_DTO_COMPLETION_STATUS last_status; /* of the completion await_dto() last reported */
