@@ -307,6 +307,7 @@ static unsigned int kdat_ep_apply(struct kdat_ep *ep, unsigned int stimulus,
  */
 static void kdat_ep_rec_sync_since(struct kdat_ep *ep, u32 syncs)
 {
+	lockdep_assert_held(&ep->lock);
 	if (ep->rec_syncs == syncs)
 		kdat_rec_sync(&ep->obj);
 }
