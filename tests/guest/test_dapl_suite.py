@@ -419,9 +419,12 @@ def _reap_strays(keep):
 
 
 # What a pair's server prints once it waits for its client (dtestsrq and dtestx exchange nothing
-# over TCP first; dtest and dtestcm do, and are ready once they listen).
-SERVER_READY_RE = re.compile(r"server ready on port|waiting to snd addr|waiting for client|"
-                             r"Waiting for connect|waiting for connect", re.I)
+# over TCP first; dtest and dtestcm do, and are ready once they listen).  Not dtest's "Server is
+# waiting for client connection": it prints that before it listens, so a client started on it
+# under load found no listener ("Couldn't connect") and the server then waited for ever; dtest is
+# ready when its TCP socket listens (_listens).
+SERVER_READY_RE = re.compile(r"server ready on port|waiting to snd addr|conn server waiting for "
+                             r"client|Waiting for connect|waiting for connect", re.I)
 
 
 def _wait_ready(server, pattern, timeout):
