@@ -333,6 +333,7 @@ kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
 kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
 			 struct kdat_uqp_attr *out);
 kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags);
+kdat_ret_t kdat_ep_disconnect_user(struct kdat_ep *ep, u32 flags);
 /* kdat_dto.c */
 int kdat_ep_dto_init(struct kdat_ep *ep, bool posts);
 void kdat_ep_dto_exit(struct kdat_ep *ep);

@@ -1261,6 +1261,45 @@ out:
 EXPORT_SYMBOL_GPL(kdat_ep_disconnect);
 
 /*
+ * /dev/kdat's graceful disconnect of a user-QP EP (KDAT_CLOSE_HOLD_DREQ):
+ * one count in sends_in_flight stands for the process's requests until it
+ * reports them done (KDAT_CLOSE_REQUESTS_DONE), so the rule's drain holds
+ * the DREQ as it does for a kernel QP's own requests.
+ */
+kdat_ret_t kdat_ep_disconnect_user(struct kdat_ep *ep, u32 flags)
+{
+	struct kdat_ep_wire wire = {};
+	kdat_ret_t ret = KDAT_DAT_SUCCESS;
+
+	mutex_lock(&ep->lock);
+	if (ep->obj.dead) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+	} else if (!ep->uqp || (flags != KDAT_CLOSE_REQUESTS_DONE &&
+				flags != (KDAT_CLOSE_GRACEFUL | KDAT_CLOSE_HOLD_DREQ))) {
+		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	} else if (flags == KDAT_CLOSE_REQUESTS_DONE) {
+		if (atomic_cmpxchg(&ep->sends_in_flight, 1, 0) == 1 &&
+		    ep->dreq == KDAT_DREQ_WAITS && kdat_ep_state_draining(ep->state)) {
+			kdat_ep_set_dreq(ep, KDAT_DREQ_NONE);
+			kdat_ep_send_dreq(ep, &wire);	/* DISCONNECTED follows */
+		}
+	} else {
+		ret = kdat_ep_check(ep, KDAT_EP_STIM_DISCONNECT_GRACEFUL);
+		if (!ret) {
+			atomic_set(&ep->sends_in_flight, 1);
+			kdat_ep_apply(ep, KDAT_EP_STIM_DISCONNECT_GRACEFUL, NULL, 0,
+				      KDAT_IA_COUNTER_REJECTED_OTHER, &wire);
+			/* no drain began (not CONNECTED, or one already runs): none held */
+			if (ep->dreq != KDAT_DREQ_WAITS)
+				atomic_set(&ep->sends_in_flight, 0);
+		}
+	}
+	mutex_unlock(&ep->lock);
+	kdat_ep_wire_run(ep, &wire);
+	return ret;
+}
+
+/*
  * What an EP's handler sends (or asks of the CM) after dropping ep->lock:
  * the MAD sends and the route resolution are the slow part of a handler, and
  * the consumer's calls on the EP wait for ep->lock.  The handler mutex keeps

@@ -426,7 +426,10 @@ static long kdat_ioc_ep_disconnect(struct kdat_ioc_call *call)
 {
 	struct kdat_ep_disconnect *a = call->arg;
 
-	a->status = kdat_ep_disconnect(call->obj[0], a->flags);
+	if (a->flags & (KDAT_CLOSE_HOLD_DREQ | KDAT_CLOSE_REQUESTS_DONE))
+		a->status = kdat_ep_disconnect_user(call->obj[0], a->flags);
+	else
+		a->status = kdat_ep_disconnect(call->obj[0], a->flags);
 	return 0;
 }
 

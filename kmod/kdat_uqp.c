@@ -102,6 +102,8 @@ void kdat_uqp_reset(struct kdat_ep *ep, u32 qpn)
 	lockdep_assert_held(&ep->obj.ctx->lock);
 	lockdep_assert_held(&ep->lock);
 	if (ep->uqp) {
+		/* a held DREQ whose connection ended before the process's report */
+		atomic_set(&ep->sends_in_flight, 0);
 		ep->uqp->rep_arrived = false;
 		ep->uqp->rep_pdata_len = 0;
 		if (qpn && qpn != ep->uqp->qpn) {	/* kdat_uqp_check_renumber() */

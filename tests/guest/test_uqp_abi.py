@@ -236,6 +236,53 @@ def test_active_side_rep_gives_rtr_rts_and_establish_sends_the_rtu(two):
     assert attr(client.k, cep, "INIT").status == DAT["DAT_SUCCESS"]
 
 
+def test_a_held_dreq_waits_for_requests_done_and_only_user_eps_may_hold_one(two):
+    """KDAT_CLOSE_HOLD_DREQ (seed 001's graceful order for a QP the kernel cannot see): the EP is
+    DISCONNECT_PENDING and its DREQ waits for KDAT_CLOSE_REQUESTS_DONE; only a user-QP EP may ask,
+    and only in those two forms."""
+    client, server = two
+    graceful, hold, done = C["KDAT_CLOSE_GRACEFUL"], C["KDAT_CLOSE_HOLD_DREQ"], \
+        C["KDAT_CLOSE_REQUESTS_DONE"]
+    port = next_port()
+    server.k.psp_create(server.ia, server.crevd, port)
+    sep = server.ep()
+    cep = new_uqp(client.k, client, qp_num=0x2345)
+    # not connected: a graceful disconnect of an UNCONNECTED EP is refused, held or not
+    assert dtype(client.k.status("ep_disconnect", ep=cep, flags=graceful | hold)) == \
+        DAT["DAT_INVALID_STATE"]
+    client.k.ep_connect(cep, host_addr(), port, T)
+    server.k.cr_accept(wait_cr(server).cr, sep)
+    expect_connect_response(client.k, client.evd, cep)
+    assert attr(client.k, cep, "RTR").status == DAT["DAT_SUCCESS"]
+    assert attr(client.k, cep, "RTS").status == DAT["DAT_SUCCESS"]
+    client.k.do("uqp_establish", ep=cep)
+    client.k.expect_event(client.evd, "CONNECTION_EVENT_ESTABLISHED")
+    server.k.expect_event(server.evd, "CONNECTION_EVENT_ESTABLISHED")
+
+    for flags in (graceful | hold, done):      # a kernel QP's requests are the kernel's to see
+        assert server.k.status("ep_disconnect", ep=sep, flags=flags) == \
+            DAT["DAT_CLASS_ERROR"] | DAT["DAT_INVALID_PARAMETER"] | DAT["DAT_INVALID_ARG2"]
+    for flags in (hold, hold | done, graceful | done, graceful | hold | done, done | 2):
+        assert server.k.status("ep_disconnect", ep=cep, flags=flags) != DAT["DAT_SUCCESS"]
+        assert client.k.status("ep_disconnect", ep=cep, flags=flags) == \
+            DAT["DAT_CLASS_ERROR"] | DAT["DAT_INVALID_PARAMETER"] | DAT["DAT_INVALID_ARG2"], hex(flags)
+    assert client.k.ep_state(cep) == server.k.ep_state(sep) == "CONNECTED"
+    assert client.k.status("ep_disconnect", ep=cep, flags=done) == DAT["DAT_SUCCESS"]  # none held
+    assert client.k.ep_state(cep) == "CONNECTED"
+
+    client.k.do("ep_disconnect", ep=cep, flags=graceful | hold)
+    assert client.k.ep_state(cep) == "DISCONNECT_PENDING"
+    assert server.k.try_wait(server.evd, 300_000) is None, "the held DREQ went out"
+    assert client.k.try_wait(client.evd, 0) is None
+    assert server.k.ep_state(sep) == "CONNECTED"
+    client.k.do("ep_disconnect", ep=cep, flags=done)
+    server.k.expect_event(server.evd, "CONNECTION_EVENT_DISCONNECTED")
+    client.k.expect_event(client.evd, "CONNECTION_EVENT_DISCONNECTED")
+    assert client.k.ep_state(cep) == "DISCONNECTED"
+    assert client.k.status("ep_disconnect", ep=cep, flags=done) == DAT["DAT_SUCCESS"]  # no effect
+    assert client.k.try_wait(client.evd, 100_000) is None
+
+
 def test_establish_failed_rejects_the_rep(two):
     client, server = two
     port = next_port()

@@ -274,10 +274,13 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags) {
     const auto mode =
         flags == DAT_CLOSE_GRACEFUL_FLAG ? kdat::CloseMode::graceful : kdat::CloseMode::abrupt;
     const bool connected = ep.kernel().state() == kdat::EpState::CONNECTED;
-    if (ep.user)
-      ep.user->disconnect(mode);  // abrupt: the QP is in ERR, posted DTOs flush
-    else
+    if (ep.user) {
+      // Graceful with requests in flight: the DREQ waits for them (data_path.cpp, kDrainLimit).
+      if (mode != kdat::CloseMode::graceful || !connected || !ep.qp->disconnect_after_requests())
+        ep.user->disconnect(mode);  // abrupt: the QP is in ERR, posted DTOs flush
+    } else {
       ep.kernel().disconnect(mode);
+    }
     ++ep.counters[DCNT_EP_DISCONNECT];
     if (connected) ++ep.ia->counters[DCNT_IA_CM_DREQ_TX];  // the kernel's CM sends a DREQ
     return DAT_SUCCESS;

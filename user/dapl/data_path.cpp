@@ -63,6 +63,14 @@ constexpr DAT_COUNT kStackSges = 8;
 // side speaks first breaks MPA's rule, and a hold must never become a hang.
 constexpr auto kFirstSendHold = std::chrono::seconds(1);
 
+// Seed 001: a graceful disconnect lets the requests in flight complete, then the DREQ goes.  The
+// kernel cannot see a user QP's send queue, so it holds the DREQ (KDAT_CLOSE_HOLD_DREQ) until this
+// reports them done: every poll of the IA's CQs looks at the draining QPs, and evd_wait sleeps in
+// short slices while one drains (holding()), as for held first sends.  A request that never
+// completes (rxe retries a send to a peer that is gone for ever with DAPL's retry count of 7)
+// holds the DREQ at most kDrainLimit; the requests still in flight then flush when it ends.
+constexpr auto kDrainLimit = std::chrono::seconds(10);
+
 struct MrFreer {
   void operator()(ibv_mr *mr) const { (void)ibv_dereg_mr(mr); }
 };
@@ -373,6 +381,10 @@ class UserQueuePair final : public QueuePair {
   // Releases held requests whose hold is over (the first receive completed, kFirstSendHold
   // passed, the connection ended or is being disconnected).
   void service_hold();
+  bool disconnect_after_requests() override;
+  // Sends the held DREQ once the requests in flight completed or kDrainLimit passed; stops
+  // draining if the connection ended another way.
+  void service_drain();
 
  private:
   // Whether the first sends of this connection wait for its first receive (see kFirstSendHold).
@@ -406,6 +418,7 @@ class UserQueuePair final : public QueuePair {
   bool flush_held_ = false;  // a receive failed: the QP is in error
   std::vector<HeldRequest> held_;
   std::chrono::steady_clock::time_point held_since_{};
+  std::chrono::steady_clock::time_point draining_since_{};
 };
 
 class VerbsDataPath final : public DataPath {
@@ -497,20 +510,21 @@ class VerbsDataPath final : public DataPath {
 
   std::size_t poll_completions(Evd &evd) override {
     if (!holding_.empty()) service_holds();
+    if (!draining_.empty()) service_drains();
     Cq *cq = evd.cq;
     return cq != nullptr ? poll(evd, *cq) : 0;
   }
 
   int take_completion(Evd &evd, DAT_EVENT &out) override {
     Cq *cq = evd.cq;
-    if (cq == nullptr || !holding_.empty()) return -1;
+    if (cq == nullptr || !holding_.empty() || !draining_.empty()) return -1;
     ibv_wc wc;
     while (ibv_poll_cq(cq->cq, 1, &wc) == 1)
       if (complete(evd, wc, out)) return 1;
     return 0;
   }
 
-  [[nodiscard]] bool holding() const override { return !holding_.empty(); }
+  [[nodiscard]] bool holding() const override { return !holding_.empty() || !draining_.empty(); }
 
   int arm(Evd &evd) override {
     Cq *cq = evd.cq;
@@ -582,6 +596,11 @@ class VerbsDataPath final : public DataPath {
     if (std::find(holding_.begin(), holding_.end(), &qp) == holding_.end()) holding_.push_back(&qp);
   }
   void stop_holding(UserQueuePair &qp) { std::erase(holding_, &qp); }
+  void start_draining(UserQueuePair &qp) {
+    if (std::find(draining_.begin(), draining_.end(), &qp) == draining_.end())
+      draining_.push_back(&qp);
+  }
+  void stop_draining(UserQueuePair &qp) { std::erase(draining_, &qp); }
 
  private:
   std::size_t poll(Evd &evd, Cq &cq) {
@@ -704,25 +723,40 @@ class VerbsDataPath final : public DataPath {
     return verbs_.has_value();
   }
 
-  // Gives every holding QP its chance to release (each polls its EP's receive CQ first).  A
-  // waiter on any EVD of the IA gets here; evd_wait sleeps in short slices while holding().
-  void service_holds() {
-    if (servicing_) return;  // a release's flushes are taken through take(), not again here
-    servicing_ = true;
+  // Calls `step` on every QP of `list` that is still in it when its turn comes (a step may take
+  // any of them out).  `busy` keeps the polls a step makes from coming back in here.
+  template <class Step>
+  static void service(bool &busy, const std::vector<UserQueuePair *> &list, Step step) {
+    if (busy) return;
+    busy = true;
     struct Done {
       bool &flag;
       ~Done() { flag = false; }
-    } done{servicing_};
-    const std::vector<UserQueuePair *> now = holding_;
+    } done{busy};
+    const std::vector<UserQueuePair *> now = list;
     for (UserQueuePair *qp : now)
-      if (std::find(holding_.begin(), holding_.end(), qp) != holding_.end()) qp->service_hold();
+      if (std::find(list.begin(), list.end(), qp) != list.end()) step(*qp);
+  }
+
+  // Gives every holding QP its chance to release (each polls its EP's receive CQ first).  A
+  // waiter on any EVD of the IA gets here; evd_wait sleeps in short slices while holding().
+  // A release's flushes are taken through take(), not again here.
+  void service_holds() {
+    service(servicing_, holding_, [](UserQueuePair &qp) { qp.service_hold(); });
+  }
+
+  // Gives every draining QP its chance to send its DREQ (see kDrainLimit).
+  void service_drains() {
+    service(draining_servicing_, draining_, [](UserQueuePair &qp) { qp.service_drain(); });
   }
 
   Ia &ia_;
   bool tried_ = false;
   bool iwarp_ = false;
   bool servicing_ = false;
-  std::vector<UserQueuePair *> holding_;  // QPs with held requests (see kFirstSendHold)
+  bool draining_servicing_ = false;
+  std::vector<UserQueuePair *> holding_;   // QPs with held requests (see kFirstSendHold)
+  std::vector<UserQueuePair *> draining_;  // QPs whose DREQ waits for requests (kDrainLimit)
   std::optional<kdat::Verbs> verbs_;
   std::optional<DeviceLimits> limits_;
   std::unordered_map<Evd *, std::unique_ptr<Cq>> cqs_;
@@ -857,7 +891,10 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
   return DAT_SUCCESS;
 }
 
-UserQueuePair::~UserQueuePair() { path_.stop_holding(*this); }
+UserQueuePair::~UserQueuePair() {
+  path_.stop_holding(*this);
+  path_.stop_draining(*this);
+}
 
 void UserQueuePair::first_receive(bool ok) {
   // The peer's first message is in: MPA allows this side to send now.
@@ -875,6 +912,7 @@ void UserQueuePair::clear() {
   recv_ = request_ = 0;
   held_.clear();  // their records went with the EP's (forget_ep)
   stop_holding();
+  path_.stop_draining(*this);
   first_send_ = FirstSend::undecided;
   flush_held_ = false;
 }
@@ -935,6 +973,30 @@ void UserQueuePair::service_hold() {
   else if (!kdat::allows(state, kdat::Stimulus::POST_SEND) ||
            std::chrono::steady_clock::now() - held_since_ >= kFirstSendHold)
     post_held();  // a disconnect waits for them, or the peer did not speak first
+}
+
+bool UserQueuePair::disconnect_after_requests() {
+  if (ep_.request_evd != nullptr) path_.poll_only(*ep_.request_evd);  // completed() counts down
+  if (request_ == 0) return false;
+  ep_.user->disconnect_after_requests();
+  draining_since_ = std::chrono::steady_clock::now();
+  path_.start_draining(*this);
+  return true;
+}
+
+void UserQueuePair::service_drain() {
+  if (ep_.request_evd != nullptr) path_.poll_only(*ep_.request_evd);
+  if (!kdat::is_draining(endpoint_.state())) {
+    path_.stop_draining(*this);  // an abrupt disconnect or the peer ended it: no DREQ is held
+    return;
+  }
+  if (request_ > 0 && std::chrono::steady_clock::now() - draining_since_ < kDrainLimit) return;
+  path_.stop_draining(*this);
+  try {
+    ep_.user->requests_done();
+  } catch (const kdat::Error &) {
+    // The EP ended meanwhile (freed, device gone): no DREQ is held any more.
+  }
 }
 
 // An atomic that verbs would take but that could only complete in error is refused here: the

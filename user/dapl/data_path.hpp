@@ -48,6 +48,10 @@ class QueuePair {
   virtual DAT_RETURN post_atomic(AtomicOp op, DAT_UINT64 compare_add, DAT_UINT64 swap,
                                  DAT_LMR_TRIPLET *local, DAT_DTO_COOKIE cookie,
                                  const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) = 0;
+  // dat_ep_disconnect(graceful) of a CONNECTED EP.  With requests in flight: the EP goes
+  // DISCONNECT_PENDING, its DREQ held until they complete (seed 001), and true; false: nothing
+  // to wait for, the caller disconnects as usual.
+  virtual bool disconnect_after_requests() { return false; }
   // Posted receives / requests whose completions have not been taken from the CQ yet.
   [[nodiscard]] virtual std::size_t outstanding_recv() const { return 0; }
   [[nodiscard]] virtual std::size_t outstanding_request() const { return 0; }

@@ -356,6 +356,23 @@ void UserEndpoint::disconnect(CloseMode mode) {
   impl_->sync();
 }
 
+void UserEndpoint::disconnect_after_requests() {
+  if (!impl_) detail::throw_null_handle(KDAT_DAT_INVALID_HANDLE_EP, "ep_disconnect");
+  kdat_ep_disconnect arg{};
+  arg.ep = impl_->handle;
+  arg.flags = KDAT_CLOSE_GRACEFUL | KDAT_CLOSE_HOLD_DREQ;
+  detail::ioctl_checked(impl_->state->file.get(), KDAT_IOC_EP_DISCONNECT, arg, "ep_disconnect");
+  impl_->sync();
+}
+
+void UserEndpoint::requests_done() {
+  if (!impl_) detail::throw_null_handle(KDAT_DAT_INVALID_HANDLE_EP, "ep_disconnect");
+  kdat_ep_disconnect arg{};
+  arg.ep = impl_->handle;
+  arg.flags = KDAT_CLOSE_REQUESTS_DONE;
+  detail::ioctl_checked(impl_->state->file.get(), KDAT_IOC_EP_DISCONNECT, arg, "ep_disconnect");
+}
+
 void UserEndpoint::reset() {
   if (impl_ && impl_->fresh_qp_on_reset) {
     impl_->reset_with_new_qp();

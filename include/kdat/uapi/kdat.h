@@ -336,6 +336,17 @@ struct kdat_ep_dup_connect {
 /* disconnect flags (DAT_CLOSE_FLAGS) */
 #define KDAT_CLOSE_ABRUPT	0u
 #define KDAT_CLOSE_GRACEFUL	1u
+/*
+ * A user-QP EP's graceful disconnect (seed 001: its requests in flight
+ * complete first).  The kernel cannot see the process's send queue, so
+ * GRACEFUL | HOLD_DREQ makes the EP DISCONNECT_PENDING and holds the DREQ
+ * until the process reports those requests done with REQUESTS_DONE alone
+ * (which does nothing once the EP has left DISCONNECT_PENDING or holds no
+ * DREQ).  Either is DAT_INVALID_PARAMETER on an EP whose QP is the kernel's:
+ * the kernel waits for those itself.
+ */
+#define KDAT_CLOSE_HOLD_DREQ	0x100u
+#define KDAT_CLOSE_REQUESTS_DONE	0x200u
 
 struct kdat_ep_disconnect {
 	__u32 size;

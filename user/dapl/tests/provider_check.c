@@ -329,6 +329,129 @@ static void flush_many(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL 
   dat_evd_free(c_conn);
 }
 
+/* Seed 001: "For graceful disconnect, all outstanding and in-progress request DTOs ... must try to
+ * be completed successfully first, before disconnect proceeds."  The client posts GD_SENDS sends
+ * of GD_BYTES each to a server with no receive posted yet (RNR: they stay in flight, the QPs retry
+ * for ever) and disconnects gracefully.  Its EP stays DISCONNECT_PENDING and the server hears of no
+ * disconnect while they wait; once the server posts its receives every send completes
+ * successfully (none flushed by the connection's end) and lands whole, then both sides are
+ * DISCONNECTED.  The client waits on its connect EVD only: the provider's wait looks after the
+ * sends (libdaplofa's graceful disconnect moves the QP to ERR at once: they would flush). */
+#define GD_SENDS 8
+#define GD_BYTES (256u * 1024u)
+static void graceful_drains_sends(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port,
+                                  DAT_PZ_HANDLE pz, DAT_EVD_HANDLE cr_evd) {
+  DAT_EVD_HANDLE c_conn = DAT_HANDLE_NULL, c_dto = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE s_conn = DAT_HANDLE_NULL, s_dto = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL;
+  DAT_LMR_HANDLE c_lmr = DAT_HANDLE_NULL, s_lmr = DAT_HANDLE_NULL;
+  DAT_LMR_CONTEXT c_l = 0, s_l = 0;
+  DAT_RMR_CONTEXT rctx;
+  DAT_VLEN len;
+  DAT_VADDR va;
+  DAT_REGION_DESCRIPTION region;
+  DAT_EP_ATTR attr;
+  DAT_EVENT ev;
+  DAT_COUNT nmore;
+  DAT_EP_STATE state = 0;
+  const size_t size = (size_t)GD_SENDS * GD_BYTES;
+  char *cbuf = malloc(size), *sbuf = calloc(1, size);
+  int posted = 0, sent_ok = 0, received_ok = 0;
+
+  if (!truth("gd: buffers", cbuf != NULL && sbuf != NULL)) goto out;
+  for (size_t i = 0; i < size; ++i) cbuf[i] = (char)(i * 31 + i / GD_BYTES);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &c_conn);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &s_conn);
+  dat_evd_create(ia, 2 * GD_SENDS, NULL, DAT_EVD_DTO_FLAG, &c_dto);
+  dat_evd_create(ia, 2 * GD_SENDS, NULL, DAT_EVD_DTO_FLAG, &s_dto);
+  memset(&attr, 0, sizeof(attr));
+  attr.service_type = DAT_SERVICE_TYPE_RC;
+  attr.qos = DAT_QOS_BEST_EFFORT;
+  attr.max_message_size = GD_BYTES;
+  attr.max_recv_dtos = attr.max_request_dtos = GD_SENDS;
+  attr.max_recv_iov = attr.max_request_iov = 1;
+  attr.max_rdma_read_in = attr.max_rdma_read_out = 1;
+  expect("gd: ep_create (client)", dat_ep_create(ia, pz, c_dto, c_dto, c_conn, &attr, &c),
+         DAT_SUCCESS);
+  expect("gd: ep_create (server)", dat_ep_create(ia, pz, s_dto, s_dto, s_conn, &attr, &s),
+         DAT_SUCCESS);
+  region.for_va = cbuf;
+  expect("gd: lmr_create (client)",
+         dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, size, pz, DAT_MEM_PRIV_ALL_FLAG,
+                        DAT_VA_TYPE_VA, &c_lmr, &c_l, &rctx, &len, &va),
+         DAT_SUCCESS);
+  region.for_va = sbuf;
+  expect("gd: lmr_create (server)",
+         dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, size, pz, DAT_MEM_PRIV_ALL_FLAG,
+                        DAT_VA_TYPE_VA, &s_lmr, &s_l, &rctx, &len, &va),
+         DAT_SUCCESS);
+  if (!connect_pair("gd", c, s, addr, port, cr_evd, c_conn, s_conn)) goto out;
+  for (int i = 0; i < GD_SENDS; ++i) {
+    DAT_LMR_TRIPLET iov = triplet(c_l, cbuf + (size_t)i * GD_BYTES, GD_BYTES);
+    DAT_DTO_COOKIE ck;
+    ck.as_64 = 0x300 + (uint64_t)i;
+    posted += dat_ep_post_send(c, 1, &iov, ck, DAT_COMPLETION_DEFAULT_FLAG) == DAT_SUCCESS;
+  }
+  truth("gd: 8 sends of 256 KiB posted to a server with no receive", posted == GD_SENDS);
+  expect("gd: ep_disconnect graceful (client, its sends in flight)",
+         dat_ep_disconnect(c, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
+  dat_ep_get_status(c, &state, NULL, NULL);
+  truth("gd: the client is DISCONNECT_PENDING", state == DAT_EP_STATE_DISCONNECT_PENDING);
+  expect("gd: no DREQ reaches the server while the sends wait (0.3 s)",
+         dat_evd_wait(s_conn, 300000, 1, &ev, &nmore), DAT_TIMEOUT_EXPIRED);
+  state = 0;
+  dat_ep_get_status(c, &state, NULL, NULL);
+  truth("gd: the client is still DISCONNECT_PENDING", state == DAT_EP_STATE_DISCONNECT_PENDING);
+  expect("gd: post_send while DISCONNECT_PENDING",
+         dat_ep_post_send(c, 0, NULL, (DAT_DTO_COOKIE){.as_64 = 1}, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_INVALID_STATE);
+  for (int i = 0; i < GD_SENDS; ++i) {
+    DAT_LMR_TRIPLET iov = triplet(s_l, sbuf + (size_t)i * GD_BYTES, GD_BYTES);
+    DAT_DTO_COOKIE ck;
+    ck.as_64 = 0x200 + (uint64_t)i;
+    dat_ep_post_recv(s, 1, &iov, ck, DAT_COMPLETION_DEFAULT_FLAG);
+  }
+  truth("gd: the client is DISCONNECTED (it waits on its connect EVD only)",
+        next_event(c_conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+  for (int i = 0; i < GD_SENDS; ++i) {
+    const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+    if (next_event(c_dto, &ev) != DAT_DTO_COMPLETION_EVENT ||
+        d->user_cookie.as_64 != 0x300 + (uint64_t)i || d->status != DAT_DTO_SUCCESS) {
+      printf("     (send %d: event 0x%x cookie 0x%llx status %d)\n", i, ev.event_number,
+             (unsigned long long)d->user_cookie.as_64, (int)d->status);
+      break;
+    }
+    ++sent_ok;
+  }
+  truth("gd: every send completed successfully, none flushed", sent_ok == GD_SENDS);
+  for (int i = 0; i < GD_SENDS; ++i) {
+    const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+    if (next_event(s_dto, &ev) != DAT_DTO_COMPLETION_EVENT || d->status != DAT_DTO_SUCCESS ||
+        d->user_cookie.as_64 != 0x200 + (uint64_t)i || d->transfered_length != GD_BYTES) {
+      printf("     (receive %d: event 0x%x cookie 0x%llx status %d length %llu)\n", i,
+             ev.event_number, (unsigned long long)d->user_cookie.as_64, (int)d->status,
+             (unsigned long long)d->transfered_length);
+      break;
+    }
+    ++received_ok;
+  }
+  truth("gd: the server received all of them whole",
+        received_ok == GD_SENDS && memcmp(cbuf, sbuf, size) == 0);
+  truth("gd: the server is DISCONNECTED",
+        next_event(s_conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+out:
+  if (c != DAT_HANDLE_NULL) expect("gd: ep_free (client)", dat_ep_free(c), DAT_SUCCESS);
+  if (s != DAT_HANDLE_NULL) expect("gd: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);
+  if (c_lmr != DAT_HANDLE_NULL) dat_lmr_free(c_lmr);
+  if (s_lmr != DAT_HANDLE_NULL) dat_lmr_free(s_lmr);
+  if (c_dto != DAT_HANDLE_NULL) dat_evd_free(c_dto);
+  if (s_dto != DAT_HANDLE_NULL) dat_evd_free(s_dto);
+  if (c_conn != DAT_HANDLE_NULL) dat_evd_free(c_conn);
+  if (s_conn != DAT_HANDLE_NULL) dat_evd_free(s_conn);
+  free(cbuf);
+  free(sbuf);
+}
+
 /* The peer frees its EP while this side sleeps on its receive EVD (polling: dequeues it) and
  * never looks at its connection EVD (dapltest's threads do this when the other side gives up):
  * the posted receive flushes and ends the wait, as over libdaplofa, whose CM thread moves the QP
@@ -726,6 +849,7 @@ static void data_path(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL p
   flush_many(ia, addr, port, pz, cr_evd, s_l, sbuf);
   peer_gone_while_waiting(ia, addr, port, pz, cr_evd, s_l, sbuf, 0);
   peer_gone_while_waiting(ia, addr, port, pz, cr_evd, s_l, sbuf, 1);
+  graceful_drains_sends(ia, addr, port, pz, cr_evd);
 out:
   expect("dp: ep_free (client)", dat_ep_free(c), DAT_SUCCESS);
   expect("dp: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);

@@ -62,6 +62,10 @@ struct Step {
 [[nodiscard]] inline bool is_accepting(EpState state) {
   return kdat_ep_state_accepting(static_cast<unsigned>(state)) != 0;
 }
+// A graceful disconnect waits here for the EP's requests in flight (seed 001).
+[[nodiscard]] inline bool is_draining(EpState state) {
+  return kdat_ep_state_draining(static_cast<unsigned>(state)) != 0;
+}
 // The connection or the attempt is over; only a reset makes the EP usable again.
 [[nodiscard]] inline bool has_ended(EpState state) {
   return kdat_ep_state_ended(static_cast<unsigned>(state)) != 0;

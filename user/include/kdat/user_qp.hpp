@@ -25,9 +25,10 @@
 //                  BROKEN, a failed connect) when libkdat takes that connection event from the
 //                  connect EVD -- before the event is handed to the application -- or when sync()
 //                  sees it.  Posted requests then complete with IBV_WC_WR_FLUSH_ERR in the CQs.
-// Graceful disconnect: the kernel cannot see a user QP's queues, so DISCONNECT_PENDING lasts only
-// for the DREQ/DREP exchange; wait for your own send completions first if they must not be
-// flushed.
+// Graceful disconnect: the kernel cannot see a user QP's queues, so disconnect(graceful)'s
+// DISCONNECT_PENDING lasts only for the DREQ/DREP exchange.  For seed 001's order (the requests
+// in flight complete, then the DREQ), call disconnect_after_requests() instead and
+// requests_done() once their completions are in: the kernel holds the DREQ until then.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -151,6 +152,13 @@ class UserEndpoint {
   void accept(ConnectionRequest &cr, PrivateDataView private_data = {});
   // dat_ep_disconnect.  Abrupt: the QP is in ERR when this returns.
   void disconnect(CloseMode mode = CloseMode::abrupt);
+  // A graceful disconnect whose DREQ waits: the EP is DISCONNECT_PENDING (if it was CONNECTED;
+  // in any other state this is disconnect(graceful)) and the DREQ goes when requests_done() is
+  // called.  An abrupt disconnect, the peer's disconnect or free() still end it at once.
+  void disconnect_after_requests();
+  // The requests that were in flight at disconnect_after_requests() have completed: the DREQ
+  // goes now.  Nothing happens if no DREQ is held (the connection ended meanwhile).
+  void requests_done();
   // dat_ep_reset (a DISCONNECTED EP becomes UNCONNECTED) and the QP RESET -> INIT.  On iWARP
   // (siw cannot take a QP out of ERR) the EP gets a new QP instead: qp() and qp_num() change.
   void reset();

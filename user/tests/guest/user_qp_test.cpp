@@ -388,6 +388,69 @@ TEST(UserQp, AbruptDisconnectFlushesPostedReceivesOnBothSides) {
   EXPECT_NO_THROW(p.cep.disconnect(CloseMode::graceful));
 }
 
+// Seed 001's graceful order for a user QP: disconnect_after_requests() holds the DREQ while the
+// process's requests are in flight (here a send that waits for the peer's receive: RNR, retried
+// for ever), so the peer hears nothing and the send completes; requests_done() sends it.
+TEST(UserQp, DisconnectAfterRequestsHoldsTheDreqUntilRequestsDone) {
+  Pair p;
+  p.connect();
+  fill(p.client.buf, 0, 64, 9);
+  post_send(p.cep, IBV_WR_SEND, p.client.mr, 0, 64, 400);  // no receive posted at the server yet
+  p.cep.disconnect_after_requests();
+  EXPECT_EQ(p.cep.state(), EpState::DISCONNECT_PENDING);
+  EXPECT_EQ(p.cep.qp_state(), IBV_QPS_RTS);
+  // A second graceful disconnect is the table's NOOP: still held.
+  EXPECT_NO_THROW(p.cep.disconnect(CloseMode::graceful));
+  EXPECT_FALSE(p.server.evd.try_wait(1, 300ms).has_value()) << "the DREQ went out";
+  EXPECT_EQ(p.sep.state(), EpState::CONNECTED);
+  EXPECT_EQ(p.cep.state(), EpState::DISCONNECT_PENDING);
+
+  post_recv(p.sep, p.server.mr, 0, 64, 500);
+  const auto sc = poll(p.cep.send_cq(), 1);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].status, IBV_WC_SUCCESS);
+  const auto rc = poll(p.sep.recv_cq(), 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(same(p.client.buf, 0, p.server.buf, 0, 64));
+  EXPECT_EQ(p.cep.state(), EpState::DISCONNECT_PENDING) << "nothing but requests_done() ends it";
+
+  p.cep.requests_done();
+  expect_event(p.server.evd, KDAT_DAT_CONNECTION_EVENT_DISCONNECTED);
+  expect_event(p.client.evd, KDAT_DAT_CONNECTION_EVENT_DISCONNECTED);
+  EXPECT_EQ(p.cep.state(), EpState::DISCONNECTED);
+  EXPECT_EQ(p.cep.qp_state(), IBV_QPS_ERR);
+  // Once the connection is over it does nothing.
+  EXPECT_NO_THROW(p.cep.requests_done());
+}
+
+// An abrupt disconnect ends a held graceful one at once; the EP's next connection holds again.
+TEST(UserQp, AbruptDisconnectEndsAHeldDreqAndTheResetEpHoldsAgain) {
+  Pair p;
+  p.connect();
+  post_send(p.cep, IBV_WR_SEND, p.client.mr, 0, 64, 401);
+  p.cep.disconnect_after_requests();
+  EXPECT_EQ(p.cep.state(), EpState::DISCONNECT_PENDING);
+  p.cep.disconnect(CloseMode::abrupt);
+  EXPECT_EQ(p.cep.state(), EpState::DISCONNECTED);
+  expect_event(p.client.evd, KDAT_DAT_CONNECTION_EVENT_DISCONNECTED);
+  expect_event(p.server.evd, KDAT_DAT_CONNECTION_EVENT_DISCONNECTED);
+  const auto sc = poll(p.cep.send_cq(), 1);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_NO_THROW(p.cep.requests_done());  // late: nothing held any more
+
+  // The same client EP again, to a new server EP: held until requests_done(), as the first time.
+  p.cep.reset();
+  p.sep = p.server.ep(Pair::reads());
+  p.connect();
+  p.cep.disconnect_after_requests();
+  EXPECT_FALSE(p.server.evd.try_wait(1, 300ms).has_value()) << "the DREQ went out";
+  p.cep.requests_done();
+  expect_event(p.server.evd, KDAT_DAT_CONNECTION_EVENT_DISCONNECTED);
+  expect_event(p.client.evd, KDAT_DAT_CONNECTION_EVENT_DISCONNECTED);
+}
+
 TEST(UserQp, ConnectToANonListeningPortFailsAndTheQpGoesToErr) {
   UserSide s;
   auto ep = s.ep();
