@@ -60,3 +60,20 @@ def test_conn_teardown_is_also_reported_as_ratios_of_back_to_back_pairs():
     assert "(median of pairs 1.00x, 1.00 .. 1.00; goal: at least 0.9x)" in text
     # of medians: raw 65 (100, 80, 50, 10) over kdat 80 (200, 80, 25; the failed run left out)
     assert "graceful: **0.81x** (median of pairs 1.00x, 0.50 .. 2.00)" in text
+
+
+def test_a_blocking_latency_is_the_first_phases_time_per_operation():
+    """dapltest's latency phase polls whatever -m says: a blocking case reports 1 / ops/s."""
+    runs = []
+    for rep, (k_ops, o_ops) in enumerate([(10000, 5000), (5000, 5000), (2500, 5000)]):
+        for name, ops in (("kdat", k_ops), ("libdaplofa", o_ops)):
+            for mode in ("b", "p"):
+                runs.append({"name": name, "rep": rep, "op": "RW", "mode": mode,
+                             "kind": "latency", "ok": True, "program": "dapltest",
+                             "ops_per_s": ops, "latency_us": 70.0})
+    text = section(runs)
+    # blocking: 100, 200, 400 us over kdat against 200 us; paired 0.5, 1.0, 2.0
+    assert "| RDMA write | blocking | latency | 200.0 us | 100.0 .. 400.0 | 200.0 us |" in text
+    assert "RDMA write, blocking, latency: kdat takes **1.00x**" in text
+    # polling keeps dapltest's own latency figure
+    assert "| RDMA write | polling | latency | 70.0 us | 70.0 .. 70.0 | 70.0 us |" in text
