@@ -77,3 +77,19 @@ def test_a_blocking_latency_is_the_first_phases_time_per_operation():
     assert "RDMA write, blocking, latency: kdat takes **1.00x**" in text
     # polling keeps dapltest's own latency figure
     assert "| RDMA write | polling | latency | 70.0 us | 70.0 .. 70.0 | 70.0 us |" in text
+
+
+def test_every_case_pools_into_one_time_ratio_with_its_interval():
+    """Latency and throughput pool as time per operation: kdat at half libdaplofa's latency and
+    twice its ops/s is 0.5x in both, and pairs that all agree leave no interval around it."""
+    runs = []
+    for rep in range(4):
+        runs += [run("kdat", rep, 50.0), run("libdaplofa", rep, 100.0),
+                 run("libdaplofa-control", rep, 100.0)]
+        for name, ops in (("kdat", 4000.0), ("libdaplofa", 2000.0), ("libdaplofa-control", 2000.0)):
+            runs.append({"name": name, "rep": rep, "op": "RW", "mode": "p", "kind": "throughput",
+                         "ok": True, "program": "dapltest", "ops_per_s": ops})
+    text = section(runs)
+    assert ("kdat takes **0.500x** libdaplofa's (geometric mean of 8 pairs, 95% bootstrap "
+            "interval 0.500 .. 0.500; goal: at most 1); libdaplofa against itself 1.000x "
+            "(1.000 .. 1.000, 8 pairs)") in text
