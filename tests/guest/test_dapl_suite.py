@@ -82,6 +82,8 @@ class Case:
     forbid: str = None
     timeout: float = 30  # s, per process (times SLOW); libdaplofa needs a few seconds at most
     debug: bool = False  # also on the debug kernel
+    # why kdat must pass where libdaplofa fails on rxe (issue #20: where kdat can do better)
+    better: str = ""
     figures: bool = False  # dapltest -T P: record the figures it prints
     marks: tuple = field(default=(), compare=False)
 
@@ -298,10 +300,15 @@ CASES = [
     # libdaplofa 3 failed, kdat 0 (and 1 in a CI run); the same error from both.
     _dtestsrq("-no-srq", 1, 22200, "-S", "0"),
     _dtestsrq("-no-srq-2x2", 2, 22210, "-S", "0", "-B", "2"),
-    # (libdaplofa hangs here on rxe: a short timeout)
-    Case("dtestsrq-srq", "dtestsrq", "pair", ("-c", "1", "-p", "22220"),
-         verdicts=("ALL 1 CONNECTED on client!", "Test Complete."),
-         server_verdicts=("ALL 1 CONNECTED on server!", "Test Complete."), timeout=15),
+    # With an SRQ: after each disconnect dtestsrq waits on the async EVD for the EP's
+    # DAT_ASYNC_ERROR_EP_BROKEN, which libdaplofa makes of verbs' "last WQE reached" of an SRQ's
+    # QP; rxe never raises that, so libdaplofa hangs there (a short timeout); kdat's provider
+    # says it when the connection ends.
+    *[Case(f"dtestsrq-srq{tag}", "dtestsrq", "pair", ("-c", str(conns), "-p", str(port), *more),
+           verdicts=(f"ALL {conns} CONNECTED on client!", "Test Complete."),
+           server_verdicts=(f"ALL {conns} CONNECTED on server!", "Test Complete."), timeout=15,
+           better="SRQs on the kernel-bypass data path; the EP_BROKEN rxe does not raise")
+      for tag, conns, port, more in (("", 1, 22220, ()), ("-2x2", 2, 22230, ("-B", "2")))],
     # dtestx: IB extensions (RDMA write with immediate data, compare-and-swap, fetch-and-add)
     Case("dtestx", "dtestx", "pair", (), verdicts=DTESTX_PASS, timeout=45, debug=True),
     Case("dtestx-counters", "dtestx", "pair", ("-p",), verdicts=DTESTX_PASS, timeout=45),
@@ -605,9 +612,9 @@ def test_dapl_suite(case, kdat_module, rdma, kernel_log, dapltest_servers):
     _record(case, ofa)
     kdat = _run(case, "kdat", addr, dapltest_servers)
     _record(case, kdat)
-    if ofa.passed:
-        assert kdat.passed, (f"{case.name}: libdaplofa passes, kdat fails: {kdat.error}\n"
-                             f"{kdat.tail()}\n{ofa.tail(1500)}")
+    if ofa.passed or case.better:
+        assert kdat.passed, (f"{case.name}: libdaplofa {'passes' if ofa.passed else 'fails'}, "
+                             f"kdat fails: {kdat.error}\n{kdat.tail()}\n{ofa.tail(1500)}")
     else:
         # libdaplofa fails this case on rxe: kdat must still end and clean up
         assert not kdat.hung and not kdat.strays, (

@@ -96,12 +96,13 @@ DAT_EP_ATTR default_attr(Ia &ia) {
 
 constexpr std::uint8_t kDaplRetryCount = 7;
 
-kdat::EpAttributes to_kdat(const DAT_EP_ATTR &attr) {
+// arg: the attributes' position in the DAT call (ep_create 6, ep_create_with_srq 7).
+kdat::EpAttributes to_kdat(const DAT_EP_ATTR &attr, DAT_RETURN arg = DAT_INVALID_ARG6) {
   if (attr.service_type != DAT_SERVICE_TYPE_RC || attr.qos != DAT_QOS_BEST_EFFORT)
     fail(DAT_MODEL_NOT_SUPPORTED);
   for (const DAT_COUNT c : {attr.max_recv_dtos, attr.max_request_dtos, attr.max_recv_iov,
                             attr.max_request_iov, attr.max_rdma_read_in, attr.max_rdma_read_out})
-    if (c < 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+    if (c < 0) fail(DAT_INVALID_PARAMETER, arg);
   kdat::EpAttributes k;
   k.max_recv_dtos = static_cast<std::uint32_t>(attr.max_recv_dtos);
   k.max_request_dtos = static_cast<std::uint32_t>(attr.max_request_dtos);
@@ -126,12 +127,15 @@ Ep &register_ep(Ia &ia, E endpoint) {
   return ep;
 }
 
-DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_HANDLE recv_handle,
+// dat_ep_create, and dat_ep_create_with_srq (srq_handle not null; its arguments from the SRQ
+// on sit one place further).
+DAT_RETURN create_ep(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_HANDLE recv_handle,
                      DAT_EVD_HANDLE request_handle, DAT_EVD_HANDLE connect_handle,
-                     const DAT_EP_ATTR *attr, DAT_EP_HANDLE *out) {
+                     DAT_SRQ_HANDLE srq_handle, const DAT_EP_ATTR *attr, DAT_EP_HANDLE *out) {
   return guard([&]() -> DAT_RETURN {
     auto lock = lock_provider();
     auto &ia = lookup_as<Ia>(ia_handle, DAT_INVALID_HANDLE_IA);
+    const bool with_srq = srq_handle != DAT_HANDLE_NULL;
     Pz *pz = nullptr;
     if (pz_handle != DAT_HANDLE_NULL) {
       pz = &lookup_as<Pz>(pz_handle, DAT_INVALID_HANDLE_PZ);
@@ -142,16 +146,29 @@ DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
     Evd *connect = ep_evd(ia, connect_handle, DAT_EVD_CONNECTION_FLAG, DAT_INVALID_HANDLE_EVD_CONN);
     // kdat binds an EP to its connect EVD at creation (no UNCONFIGURED states).
     if (connect == nullptr) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
-    if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
+    Srq *srq = nullptr;
+    if (with_srq) {
+      srq = &lookup_as<Srq>(srq_handle, DAT_INVALID_HANDLE_SRQ);
+      if (srq->ia != &ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ);
+      // The receives it consumes complete on the recv EVD: without one they would be lost.
+      if (recv == nullptr) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_RECV);
+      // ia_query: srq_ep_pz_difference_supported is FALSE.
+      if (pz != srq->pz) fail(DAT_MODEL_NOT_SUPPORTED);
+    }
+    if (out == nullptr) fail(DAT_INVALID_PARAMETER, with_srq ? DAT_INVALID_ARG8 : DAT_INVALID_ARG7);
     const DAT_EP_ATTR given = attr != nullptr ? *attr : default_attr(ia);
     attr = &given;
-    const kdat::EpAttributes k = to_kdat(given);
+    const kdat::EpAttributes k = to_kdat(given, with_srq ? DAT_INVALID_ARG7 : DAT_INVALID_ARG6);
     // With a PZ the EP gets a user-owned QP (the data path); without one, a kernel-QP EP.
     std::optional<kdat::UserEndpoint> user;
     if (pz != nullptr && pz->pd)
-      user = ia.data_path->make_user_endpoint(*connect, recv, request, k, attr);
+      user = ia.data_path->make_user_endpoint(*connect, recv, request, k, attr, srq);
     auto &ep = user ? register_ep(ia, std::move(*user))
                     : register_ep(ia, kdat::Endpoint(ia.kernel, *connect->kernel, k));
+    if (srq != nullptr) {
+      ep.srq = srq;
+      srq->eps.push_back(&ep);
+    }
     ep.pz = pz;
     ep.recv_evd = recv;
     ep.request_evd = request;
@@ -170,6 +187,22 @@ DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
     *out = ep.handle;
     return DAT_SUCCESS;
   });
+}
+
+DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_HANDLE recv_handle,
+                     DAT_EVD_HANDLE request_handle, DAT_EVD_HANDLE connect_handle,
+                     const DAT_EP_ATTR *attr, DAT_EP_HANDLE *out) {
+  return create_ep(ia_handle, pz_handle, recv_handle, request_handle, connect_handle,
+                   DAT_HANDLE_NULL, attr, out);
+}
+
+DAT_RETURN ep_create_with_srq(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle,
+                              DAT_EVD_HANDLE recv_handle, DAT_EVD_HANDLE request_handle,
+                              DAT_EVD_HANDLE connect_handle, DAT_SRQ_HANDLE srq_handle,
+                              const DAT_EP_ATTR *attr, DAT_EP_HANDLE *out) {
+  if (srq_handle == DAT_HANDLE_NULL) return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ);
+  return create_ep(ia_handle, pz_handle, recv_handle, request_handle, connect_handle, srq_handle,
+                   attr, out);
 }
 
 DAT_RETURN ep_query(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARAM *param) {
@@ -194,7 +227,7 @@ DAT_RETURN ep_query(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARAM *
         ep.request_evd != nullptr ? ep.request_evd->handle : DAT_HANDLE_NULL;
     param->connect_evd_handle =
         ep.connect_evd != nullptr ? ep.connect_evd->handle : DAT_HANDLE_NULL;
-    param->srq_handle = DAT_HANDLE_NULL;
+    param->srq_handle = ep.srq != nullptr ? ep.srq->handle : DAT_HANDLE_NULL;
     param->ep_attr = ep.attr;
     param->ep_attr.max_rdma_read_in = static_cast<DAT_COUNT>(info.attributes.max_rdma_read_in);
     param->ep_attr.max_rdma_read_out = static_cast<DAT_COUNT>(info.attributes.max_rdma_read_out);
@@ -576,6 +609,8 @@ void remember_freed_connection(Ia &ia, std::uint32_t kernel_handle, DAT_EP_HANDL
 // kdat::Endpoint's destructor frees the kernel EP if it still exists (errors ignored).
 void free_ep(Ep &ep) {
   ep.ia->data_path->forget_ep(ep);
+  if (ep.srq != nullptr) std::erase(ep.srq->eps, &ep);
+  ep.srq = nullptr;
   unwatch_connect(ep);
   unhold(ep);
   count_use(ep, -1);
@@ -590,6 +625,7 @@ void free_ep(Ep &ep) {
 
 void fill_connection_table(DAT_PROVIDER &p) {
   p.ep_create_func = &ep_create;
+  p.ep_create_with_srq_func = &ep_create_with_srq;
   p.ep_query_func = &ep_query;
   p.ep_modify_func = &ep_modify;
   p.ep_connect_func = &ep_connect;

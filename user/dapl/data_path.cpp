@@ -194,6 +194,35 @@ struct Request {
   DAT_RETURN arg_flags = DAT_INVALID_ARG5;
 };
 
+// A DAT scatter/gather list as verbs SGEs: on the stack up to kStackSges segments (a post
+// allocates nothing), on the heap beyond.  A segment longer than 32 bits is
+// Failure(DAT_INVALID_PARAMETER, arg_iov).
+class SgeList {
+ public:
+  SgeList(DAT_COUNT n, const DAT_LMR_TRIPLET *iov, DAT_RETURN arg_iov) {
+    if (n > kStackSges) heap_.resize(static_cast<std::size_t>(n));
+    sge_ = n > kStackSges ? heap_.data() : stack_.data();
+    for (DAT_COUNT i = 0; i < n; ++i) {
+      const DAT_LMR_TRIPLET &segment = iov[i];
+      if (segment.segment_length > UINT32_MAX) fail(DAT_INVALID_PARAMETER, arg_iov);
+      sge_[i].addr = segment.virtual_address;
+      sge_[i].length = static_cast<std::uint32_t>(segment.segment_length);
+      sge_[i].lkey = segment.lmr_context;
+      length_ += segment.segment_length;
+    }
+  }
+  SgeList(const SgeList &) = delete;
+  SgeList &operator=(const SgeList &) = delete;
+  [[nodiscard]] ibv_sge *data() const { return sge_; }
+  [[nodiscard]] DAT_VLEN length() const { return length_; }
+
+ private:
+  std::array<ibv_sge, kStackSges> stack_;
+  std::vector<ibv_sge> heap_;
+  ibv_sge *sge_ = nullptr;
+  DAT_VLEN length_ = 0;
+};
+
 // The EP counters of a successful post.
 void count_post(Ep &ep, Op op, DAT_VLEN length) {
   auto &c = ep.counters;
@@ -229,8 +258,9 @@ const Lmr *lmr_holding(const Ia &ia, DAT_LMR_CONTEXT lkey, DAT_VADDR address, DA
 // Kept small (it is written at every post and read at every completion): the DAT operation and
 // the extension type follow from `op`.
 struct Pending {
-  Ep *ep = nullptr;
-  Evd *evd = nullptr;
+  Ep *ep = nullptr;    // null for a receive of an SRQ: the completion names the EP
+  Evd *evd = nullptr;  // null for a receive of an SRQ: the CQ it completes on is the EP's
+  Srq *srq = nullptr;
   DAT_DTO_COOKIE cookie{};
   DAT_VLEN length = 0;
   Op op = Op::send;
@@ -463,13 +493,18 @@ class VerbsDataPath final : public DataPath {
     l.max_qp_init_rd_atom = d.max_qp_init_rd_atom;
     l.max_msg_sz = msg;
     l.atomics = d.atomic_cap != IBV_ATOMIC_NONE;
+    l.max_srq = d.max_srq;
+    l.max_srq_wr = d.max_srq_wr;
+    l.max_srq_sge = d.max_srq_sge;
     limits_ = l;
     return limits_;
   }
 
-  [[nodiscard]] std::optional<kdat::UserEndpoint> make_user_endpoint(
-      Evd &connect, Evd *recv, Evd *request, const kdat::EpAttributes &k,
-      const DAT_EP_ATTR *attr) override {
+  [[nodiscard]] std::optional<kdat::UserEndpoint> make_user_endpoint(Evd &connect, Evd *recv,
+                                                                     Evd *request,
+                                                                     const kdat::EpAttributes &k,
+                                                                     const DAT_EP_ATTR *attr,
+                                                                     Srq *srq) override {
     if (!verbs_) return std::nullopt;
     kdat::UserQpAttributes q;
     q.ep = k;
@@ -485,8 +520,14 @@ class VerbsDataPath final : public DataPath {
     q.remote_atomic = true;
     if (recv != nullptr) q.recv_cq = cq_for(*recv).cq;
     if (request != nullptr) q.send_cq = cq_for(*request).cq;
+    if (srq != nullptr) q.srq = verbs_srq(*srq);
     return kdat::UserEndpoint(ia_.kernel, *verbs_, *connect.kernel, q);
   }
+
+  [[nodiscard]] std::unique_ptr<SharedReceiveQueue> make_shared_receive_queue(Srq &srq) override;
+
+  // The verbs SRQ of `srq` (made by make_shared_receive_queue).
+  static ibv_srq *verbs_srq(Srq &srq);
 
   [[nodiscard]] std::unique_ptr<QueuePair> make_queue_pair(Ep &ep) override {
     if (ep.user) return std::make_unique<UserQueuePair>(ep, *this);
@@ -569,6 +610,7 @@ class VerbsDataPath final : public DataPath {
     return pending_.add([&](Pending &p) {
       p.ep = &ep;
       p.evd = &evd;
+      p.srq = nullptr;
       p.cookie = cookie;
       p.length = length;
       p.op = op;
@@ -576,6 +618,22 @@ class VerbsDataPath final : public DataPath {
     });
   }
   void drop(std::uint64_t id) { pending_.remove(id); }
+  // Records a receive posted to `srq`; returns its wr_id.
+  std::uint64_t remember_srq_recv(Srq &srq, DAT_DTO_COOKIE cookie, DAT_VLEN length) {
+    return pending_.add([&](Pending &p) {
+      p.ep = nullptr;
+      p.evd = nullptr;
+      p.srq = &srq;
+      p.cookie = cookie;
+      p.length = length;
+      p.op = Op::recv;
+      p.suppress = false;
+    });
+  }
+  // `srq` is freed: its receives are forgotten (their completions make no events).
+  void forget_srq(Srq &srq) {
+    pending_.remove_if([&](const Pending &p) { return p.srq == &srq; });
+  }
 
   // Whether the IA's device is an iWARP RNIC (MPA's first-message rule applies).
   [[nodiscard]] bool iwarp() const { return iwarp_; }
@@ -653,8 +711,13 @@ class VerbsDataPath final : public DataPath {
   [[gnu::always_inline]] bool complete(Evd &evd, const ibv_wc &wc, DAT_EVENT &event) {
     Pending *found = pending_.find(wc.wr_id);
     if (found == nullptr) return false;  // of an EP freed or reset meanwhile
-    const Pending p = *found;
+    Pending p = *found;
     pending_.remove_found(wc.wr_id);
+    if (p.srq != nullptr) {
+      srq_received(*p.srq);
+      p.ep = srq_consumer(*p.srq, wc.qp_num);
+      if (p.ep == nullptr) return false;  // its EP was freed meanwhile
+    }
     ++evd.counters[DCNT_EVD_DTO_CALLBACK];
     const bool ok = wc.status == IBV_WC_SUCCESS;
     const bool recv = p.recv();
@@ -707,6 +770,17 @@ class VerbsDataPath final : public DataPath {
       std::memcpy(event.event_extension_data, &ext, sizeof(ext));
     }
     return true;
+  }
+
+  // An SRQ receive was taken from a CQ (srq.cpp's outstanding count).
+  static void srq_received(Srq &srq);
+  // The EP of `srq` whose QP is `qp_num` (the one that consumed a receive); null if freed.  A
+  // walk of the SRQ's EPs: they are few, and a map would have to follow every iWARP reset's
+  // new QP number.
+  static Ep *srq_consumer(Srq &srq, std::uint32_t qp_num) {
+    for (Ep *ep : srq.eps)
+      if (ep->user && ep->user->qp()->qp_num == qp_num) return ep;
+    return nullptr;
   }
 
   // Opens the IA's device once; false if this process cannot (PZs without PD, kernel-QP EPs:
@@ -763,6 +837,94 @@ class VerbsDataPath final : public DataPath {
   PendingTable pending_;
 };
 
+// dat_srq_*'s queue: a verbs SRQ on the IA's PD.  Its receives are recorded as an EP's are (the
+// PendingTable), with the SRQ in place of the EP and the EVD: the completion's QP number names
+// the EP, the CQ it comes on is that EP's recv EVD's.
+class VerbsSrq final : public SharedReceiveQueue {
+ public:
+  VerbsSrq(Srq &srq, VerbsDataPath &path, ibv_srq *queue) : srq_(srq), path_(path), queue_(queue) {}
+  VerbsSrq(const VerbsSrq &) = delete;
+  VerbsSrq &operator=(const VerbsSrq &) = delete;
+  ~VerbsSrq() override {
+    path_.forget_srq(srq_);
+    (void)ibv_destroy_srq(queue_);
+  }
+
+  DAT_RETURN post_recv(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie) override {
+    if (n < 0 || n > srq_.attr.max_recv_iov) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (n > 0 && iov == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    // Full: take what its EPs' receive CQs hold (that counts down) and count again.
+    if (outstanding_ >= static_cast<std::size_t>(srq_.attr.max_recv_dtos)) {
+      for (Ep *ep : srq_.eps)
+        if (ep->recv_evd != nullptr) path_.poll_only(*ep->recv_evd);
+      if (outstanding_ >= static_cast<std::size_t>(srq_.attr.max_recv_dtos))
+        fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+    }
+    const SgeList sge(n, iov, DAT_INVALID_ARG3);
+    const std::uint64_t id = path_.remember_srq_recv(srq_, cookie, sge.length());
+    ibv_recv_wr wr{};
+    ibv_recv_wr *bad = nullptr;
+    wr.wr_id = id;
+    wr.sg_list = sge.data();
+    wr.num_sge = n;
+    const int rc = ibv_post_srq_recv(queue_, &wr, &bad);
+    if (rc != 0) {
+      path_.drop(id);
+      if (rc == ENOMEM) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+      if (rc == EINVAL) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+      fail(DAT_INTERNAL_ERROR);
+    }
+    ++outstanding_;
+    return DAT_SUCCESS;
+  }
+
+  void resize(DAT_COUNT max_recv_dtos) override {
+    if (max_recv_dtos <= 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    // Receives posted and not yet taken would not fit (DAPL answers the same).
+    if (static_cast<std::size_t>(max_recv_dtos) < outstanding_) fail(DAT_INVALID_STATE);
+    ibv_srq_attr attr{};
+    attr.max_wr = static_cast<std::uint32_t>(max_recv_dtos);
+    if (ibv_modify_srq(queue_, &attr, IBV_SRQ_MAX_WR) != 0)
+      fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+    srq_.attr.max_recv_dtos = max_recv_dtos;
+  }
+
+  [[nodiscard]] std::size_t outstanding() const override { return outstanding_; }
+  void received() {
+    if (outstanding_ > 0) --outstanding_;
+  }
+  [[nodiscard]] ibv_srq *queue() const { return queue_; }
+
+ private:
+  Srq &srq_;
+  VerbsDataPath &path_;
+  ibv_srq *queue_;
+  std::size_t outstanding_ = 0;
+};
+
+void VerbsDataPath::srq_received(Srq &srq) { static_cast<VerbsSrq &>(*srq.queue).received(); }
+
+ibv_srq *VerbsDataPath::verbs_srq(Srq &srq) { return static_cast<VerbsSrq &>(*srq.queue).queue(); }
+
+std::unique_ptr<SharedReceiveQueue> VerbsDataPath::make_shared_receive_queue(Srq &srq) {
+  if (!open()) fail(DAT_MODEL_NOT_SUPPORTED);
+  const auto limits = device_limits();
+  if (!limits || limits->max_srq <= 0) fail(DAT_MODEL_NOT_SUPPORTED);
+  const DAT_SRQ_ATTR &a = srq.attr;
+  if (a.max_recv_dtos <= 0 || a.max_recv_dtos > limits->max_srq_wr || a.max_recv_iov <= 0 ||
+      a.max_recv_iov > limits->max_srq_sge)
+    fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  // No low watermark: its event would come from the device's async events, which the provider
+  // does not read (ia_query: srq_watermarks_supported 0).
+  if (a.low_watermark != DAT_SRQ_LW_DEFAULT) fail(DAT_MODEL_NOT_SUPPORTED);
+  ibv_srq_init_attr init{};
+  init.attr.max_wr = static_cast<std::uint32_t>(a.max_recv_dtos);
+  init.attr.max_sge = static_cast<std::uint32_t>(a.max_recv_iov);
+  ibv_srq *queue = ibv_create_srq(verbs_->pd(), &init);
+  if (queue == nullptr) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+  return std::make_unique<VerbsSrq>(srq, *this, queue);
+}
+
 template <Op kOp>
 DAT_RETURN UserQueuePair::post(const Request &r) {
   // What depends on the operation is decided when this is compiled (one copy per operation).
@@ -777,6 +939,8 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
   // it has ended; requests only while connected (kPostPermissions: its answers).
   const bool in_table = state < KDAT_EP_STATE_LIMIT;
   if constexpr (recv) {
+    // An SRQ's EP takes its receives from the SRQ alone (dat_srq_post_recv), as over DAPL.
+    if (ep_.srq != nullptr) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_SRQ_IN_USE);
     if (!in_table || !kPostPermissions.recv[state])
       fail(DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(state));
   } else if (!in_table || !kPostPermissions.send[state]) {
@@ -816,19 +980,9 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
     if (outstanding >= max_dtos) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
   }
 
-  std::array<ibv_sge, kStackSges> stack_sge;
-  std::vector<ibv_sge> heap_sge;
-  if (n > kStackSges) heap_sge.resize(static_cast<std::size_t>(n));
-  ibv_sge *const sge = n > kStackSges ? heap_sge.data() : stack_sge.data();
-  DAT_VLEN length = 0;
-  for (DAT_COUNT i = 0; i < n; ++i) {
-    const DAT_LMR_TRIPLET &segment = r.iov[i];
-    if (segment.segment_length > UINT32_MAX) fail(DAT_INVALID_PARAMETER, r.arg_iov);
-    sge[i].addr = segment.virtual_address;
-    sge[i].length = static_cast<std::uint32_t>(segment.segment_length);
-    sge[i].lkey = segment.lmr_context;
-    length += segment.segment_length;
-  }
+  const SgeList sges(n, r.iov, r.arg_iov);
+  ibv_sge *const sge = sges.data();
+  const DAT_VLEN length = sges.length();
   const std::uint64_t id = path_.remember(ep_, *evd, r.cookie, length, kOp,
                                           (r.flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0);
   int rc = 0;

@@ -57,6 +57,19 @@ class QueuePair {
   [[nodiscard]] virtual std::size_t outstanding_request() const { return 0; }
 };
 
+// Per SRQ (dat_srq_*): a verbs shared receive queue whose receives the QPs of its EPs consume.
+// A receive's completion comes on the CQ of the consuming EP's recv EVD and names that EP.
+class SharedReceiveQueue {
+ public:
+  virtual ~SharedReceiveQueue() = default;
+  // dat_srq_post_recv (arguments after the SRQ: segments 2, iov 3).
+  virtual DAT_RETURN post_recv(DAT_COUNT segments, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie) = 0;
+  // dat_srq_resize: the new max_recv_dtos (Failure if the device refuses it).
+  virtual void resize(DAT_COUNT max_recv_dtos) = 0;
+  // Receives posted whose completions have not been taken from a CQ yet.
+  [[nodiscard]] virtual std::size_t outstanding() const = 0;
+};
+
 // Per PZ: the device's protection domain.  Destruction releases it (after the PZ's LMRs).
 class ProtectionDomain {
  public:
@@ -87,6 +100,9 @@ struct DeviceLimits {
   std::uint32_t max_msg_sz = 0;
   std::uint32_t active_mtu = 0;  // bytes; 0: unknown
   bool atomics = false;          // compare-and-swap and fetch-and-add (atomic_cap not NONE)
+  std::int32_t max_srq = 0;
+  std::int32_t max_srq_wr = 0;
+  std::int32_t max_srq_sge = 0;
 };
 
 struct MemoryKeys {
@@ -109,10 +125,14 @@ class DataPath {
   // tried yet.  nullopt: this process cannot open it.
   [[nodiscard]] virtual std::optional<DeviceLimits> device_limits() = 0;
   // A user-owned QP EP for dat_ep_create with a PZ that has a PD; nullopt: use a kernel-QP EP.
-  // `attr` is the consumer's (null: defaults); sizes the QP.  Throws kdat::Error / Failure.
+  // `attr` is the consumer's (null: defaults); sizes the QP.  srq: its receives come from this
+  // SRQ (dat_ep_create_with_srq).  Throws kdat::Error / Failure.
   [[nodiscard]] virtual std::optional<kdat::UserEndpoint> make_user_endpoint(
       Evd &connect, Evd *recv, Evd *request, const kdat::EpAttributes &attributes,
-      const DAT_EP_ATTR *attr) = 0;
+      const DAT_EP_ATTR *attr, Srq *srq) = 0;
+  // dat_srq_create's queue, sized by srq.attr; Failure(DAT_MODEL_NOT_SUPPORTED) without a device
+  // (or one without SRQs), Failure(DAT_INSUFFICIENT_RESOURCES) if the device refuses the size.
+  [[nodiscard]] virtual std::unique_ptr<SharedReceiveQueue> make_shared_receive_queue(Srq &srq) = 0;
   // The QP for a new EP.  Never fails: a kernel-QP EP gets a QP whose posts answer
   // DAT_NOT_IMPLEMENTED, so connection management works on every EP.
   [[nodiscard]] virtual std::unique_ptr<QueuePair> make_queue_pair(Ep &ep) = 0;

@@ -668,6 +668,23 @@ void free_evd(Evd &evd, bool quiet) {
   drop_child(evd);
 }
 
+// An SRQ's EP whose connection ended takes no more of the SRQ's receives: the IA's async EVD
+// gets DAT_ASYNC_ERROR_EP_BROKEN for it, as DAPL turns verbs' "last WQE reached" of an SRQ's QP
+// into, and as dtestsrq waits for before it frees the EP.  rxe never raises that verbs event, so
+// the provider says it at the end of the connection, when its QP goes to error (libkdat).
+static void srq_ep_done(Ia &ia, const Ep &ep) {
+  Evd *async = ia.async_evd;
+  if (async == nullptr || async->local.size() >= static_cast<std::size_t>(async->qlen)) return;
+  DAT_EVENT broken{};
+  broken.event_number = DAT_ASYNC_ERROR_EP_BROKEN;
+  broken.evd_handle = async->handle;
+  broken.event_data.asynch_error_event_data.dat_handle = ep.handle;
+  broken.event_data.asynch_error_event_data.reason = DAT_EP_TRANSFER_TO_ERROR;
+  async->local.push_back(broken);
+  signal(async->wake.get());
+  if (async->cno != nullptr) signal(async->cno->wake.get());
+}
+
 void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out) {
   Ia &ia = *evd.ia;
   std::memset(&out, 0, sizeof(out));
@@ -719,6 +736,10 @@ void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out) {
       data.ep_handle = freed->second;  // the DISCONNECTED of an EP freed connected
       ia.freed_connected_eps.erase(freed);
     }
+    if (ep != nullptr && ep->srq != nullptr &&
+        (out.event_number == DAT_CONNECTION_EVENT_DISCONNECTED ||
+         out.event_number == DAT_CONNECTION_EVENT_BROKEN))
+      srq_ep_done(ia, *ep);
   } else if (event.is_dto_completion()) {
     auto &data = out.event_data.dto_completion_event_data;
     Ep *ep = find_ep(event.ep);

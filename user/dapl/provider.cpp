@@ -92,8 +92,9 @@ Evd &make_async_evd(Ia &ia, DAT_COUNT qlen) {
 // Frees everything `ia` owns, dependants first (used by abrupt close and by a failed open).
 void free_children(Ia &ia) {
   static constexpr DAT_HANDLE_TYPE order[] = {
-      DAT_HANDLE_TYPE_CR,  DAT_HANDLE_TYPE_RSP, DAT_HANDLE_TYPE_PSP, DAT_HANDLE_TYPE_EP,
-      DAT_HANDLE_TYPE_LMR, DAT_HANDLE_TYPE_EVD, DAT_HANDLE_TYPE_CNO, DAT_HANDLE_TYPE_PZ};
+      DAT_HANDLE_TYPE_CR,  DAT_HANDLE_TYPE_RSP, DAT_HANDLE_TYPE_PSP,
+      DAT_HANDLE_TYPE_EP,  DAT_HANDLE_TYPE_SRQ, DAT_HANDLE_TYPE_LMR,
+      DAT_HANDLE_TYPE_EVD, DAT_HANDLE_TYPE_CNO, DAT_HANDLE_TYPE_PZ};
   for (const auto type : order) {
     std::vector<Object *> victims;
     for (Object *o : ia.children)
@@ -200,6 +201,11 @@ void fill_ia_attr(const Ia &ia, const std::optional<DeviceLimits> &d, DAT_IA_ATT
   }
   // max_rmrs / max_rmr_target_address stay 0: rmr_* is not implemented (README), and a
   // consumer that sizes its RMR use by them (dapltest's limit test) must not try.
+  if (d && d->max_srq > 0) {
+    a.max_srqs = d->max_srq;
+    a.max_ep_per_srq = a.max_eps;
+    a.max_recv_per_srq = d->max_srq_wr;
+  }
   a.max_rdma_read_in = a.max_rdma_read_per_ep_in;
   a.max_rdma_read_out = a.max_rdma_read_per_ep_out;
   a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
@@ -231,7 +237,13 @@ void fill_provider_attr(Ia &ia, const std::optional<DeviceLimits> &d, DAT_PROVID
   a.ep_creator = DAT_PSP_CREATES_EP_IFASKED;
   a.pz_support = DAT_PZ_UNIQUE;
   a.optimal_buffer_alignment = 64;
-  a.srq_supported = DAT_FALSE;
+  // SRQs (srq.cpp) on the data path's device, without watermarks or per-EP receive queries,
+  // and only with the EP's own PZ.
+  a.srq_supported = d && d->max_srq > 0 ? DAT_TRUE : DAT_FALSE;
+  a.srq_watermarks_supported = 0;
+  a.srq_ep_pz_difference_supported = DAT_FALSE;
+  a.srq_info_supported = 0;
+  a.ep_recv_info_supported = 0;
   a.lmr_sync_req = DAT_FALSE;
   a.dto_async_return_guaranteed = DAT_FALSE;
   a.rdma_write_for_rdma_read_req = DAT_FALSE;
@@ -445,16 +457,11 @@ void fill_provider_table(DAT_PROVIDER &p) {
   fill_evd_table(p);
   fill_connection_table(p);
   fill_data_table(p);
-  // Not offered (README lists them): SRQs, CSPs, HA.
-  KDAT_NOT_IMPLEMENTED(p, ep_create_with_srq_func);
+  fill_srq_table(p);
+  // Not offered (README lists them): an EP's share of its SRQ (recv query, soft high
+  // watermark), CSPs, HA.
   KDAT_NOT_IMPLEMENTED(p, ep_recv_query_func);
   KDAT_NOT_IMPLEMENTED(p, ep_set_watermark_func);
-  KDAT_NOT_IMPLEMENTED(p, srq_create_func);
-  KDAT_NOT_IMPLEMENTED(p, srq_free_func);
-  KDAT_NOT_IMPLEMENTED(p, srq_post_recv_func);
-  KDAT_NOT_IMPLEMENTED(p, srq_query_func);
-  KDAT_NOT_IMPLEMENTED(p, srq_resize_func);
-  KDAT_NOT_IMPLEMENTED(p, srq_set_lw_func);
   KDAT_NOT_IMPLEMENTED(p, csp_create_func);
   KDAT_NOT_IMPLEMENTED(p, csp_query_func);
   KDAT_NOT_IMPLEMENTED(p, csp_free_func);

@@ -229,12 +229,24 @@ struct Cno;
 
 class ProtectionDomain;
 class MemoryRegion;
+class SharedReceiveQueue;
 
 struct Pz : Object {
   static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_PZ;
   ~Pz() override;
   int users = 0;                         // EPs and LMRs made with it
   std::unique_ptr<ProtectionDomain> pd;  // the data path's; may be null
+};
+
+// A shared receive queue (dat_srq_create): its EPs (dat_ep_create_with_srq) take their
+// receives from it, which only dat_srq_post_recv posts.
+struct Srq : Object {
+  static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_SRQ;
+  ~Srq() override;
+  Pz *pz = nullptr;
+  DAT_SRQ_ATTR attr{};
+  std::unique_ptr<SharedReceiveQueue> queue;  // the data path's
+  std::vector<Ep *> eps;                      // the EPs made with it (srq_free refuses while any)
 };
 
 struct Cno : Object {
@@ -283,6 +295,7 @@ struct Ep : Object {
   std::optional<kdat::UserEndpoint> user;
   kdat::Endpoint &kernel() { return user ? user->endpoint() : *own; }
   Pz *pz = nullptr;
+  Srq *srq = nullptr;  // where its receives come from (dat_ep_create_with_srq); else its QP's own
   Evd *recv_evd = nullptr;
   Evd *request_evd = nullptr;
   Evd *connect_evd = nullptr;
@@ -449,6 +462,7 @@ void fill_provider_table(DAT_PROVIDER &provider);
 void fill_evd_table(DAT_PROVIDER &p);
 void fill_connection_table(DAT_PROVIDER &p);
 void fill_data_table(DAT_PROVIDER &p);
+void fill_srq_table(DAT_PROVIDER &p);
 void fill_extension_table(DAT_PROVIDER &p);
 
 }  // namespace kdat::dapl

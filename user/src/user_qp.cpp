@@ -269,6 +269,11 @@ UserEndpoint::UserEndpoint(const Ia &ia, const Verbs &verbs, const Evd &connect_
   init.cap.max_recv_sge = attributes.max_recv_sge;
   init.cap.max_inline_data = attributes.max_inline_data;
   init.qp_type = IBV_QPT_RC;
+  if (attributes.srq != nullptr) {
+    init.srq = attributes.srq;
+    init.cap.max_recv_wr = 0;
+    init.cap.max_recv_sge = 0;
+  }
   m.qp = ibv_create_qp(verbs.pd(), &init);
   if (m.qp == nullptr && attributes.max_inline_data > 0 && attributes.inline_optional) {
     init.cap.max_inline_data = 0;  // the device offers less: no inline sends

@@ -329,6 +329,100 @@ static void flush_many(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL 
   dat_evd_free(c_conn);
 }
 
+/* A shared receive queue (dat_srq_*): the server's EP takes its receives from an SRQ; each one
+ * completes on the EP's recv EVD naming that EP, with the SRQ's cookie and the bytes sent.  What
+ * cannot be done is refused the DAT way: a low watermark (ia_query: srq_watermarks_supported 0)
+ * is DAT_MODEL_NOT_SUPPORTED, an EP's own post_recv DAT_INVALID_STATE, freeing a used SRQ
+ * DAT_INVALID_STATE. */
+static void srq_shared(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port,
+                       DAT_PZ_HANDLE pz, DAT_EVD_HANDLE cr_evd, DAT_LMR_CONTEXT c_l, char *cbuf,
+                       DAT_LMR_CONTEXT s_l, char *sbuf) {
+  DAT_EVD_HANDLE c_conn = DAT_HANDLE_NULL, c_dto = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE s_conn = DAT_HANDLE_NULL, s_dto = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL;
+  DAT_SRQ_HANDLE srq = DAT_HANDLE_NULL;
+  DAT_SRQ_ATTR sa;
+  DAT_SRQ_PARAM sp;
+  DAT_EP_PARAM ep_param;
+  DAT_PROVIDER_ATTR pa;
+  DAT_LMR_TRIPLET iov;
+  DAT_DTO_COOKIE ck;
+  DAT_EVENT ev;
+
+  memset(&pa, 0, sizeof(pa));
+  dat_ia_query(ia, NULL, 0, NULL, DAT_PROVIDER_FIELD_ALL, &pa);
+  truth("srq: ia_query: srq_supported", pa.srq_supported == DAT_TRUE);
+  sa.max_recv_dtos = 0;
+  sa.max_recv_iov = 1;
+  sa.low_watermark = DAT_SRQ_LW_DEFAULT;
+  expect("srq: srq_create with max_recv_dtos 0", dat_srq_create(ia, pz, &sa, &srq),
+         DAT_INVALID_PARAMETER);
+  sa.max_recv_dtos = 4;
+  sa.low_watermark = 2;
+  expect("srq: srq_create with a low watermark", dat_srq_create(ia, pz, &sa, &srq),
+         DAT_MODEL_NOT_SUPPORTED);
+  sa.low_watermark = DAT_SRQ_LW_DEFAULT;
+  if (!expect("srq: srq_create (4 receives)", dat_srq_create(ia, pz, &sa, &srq), DAT_SUCCESS))
+    return;
+  expect("srq: srq_set_lw", dat_srq_set_lw(srq, 1), DAT_MODEL_NOT_SUPPORTED);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &c_conn);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_DTO_FLAG, &c_dto);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &s_conn);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_DTO_FLAG, &s_dto);
+  expect("srq: ep_create_with_srq with no SRQ",
+         dat_ep_create_with_srq(ia, pz, s_dto, s_dto, s_conn, DAT_HANDLE_NULL, NULL, &s),
+         DAT_INVALID_HANDLE);
+  dat_ep_create(ia, pz, c_dto, c_dto, c_conn, NULL, &c);
+  expect("srq: ep_create_with_srq",
+         dat_ep_create_with_srq(ia, pz, s_dto, s_dto, s_conn, srq, NULL, &s), DAT_SUCCESS);
+  memset(&ep_param, 0, sizeof(ep_param));
+  dat_ep_query(s, DAT_EP_FIELD_SRQ_HANDLE, &ep_param);
+  truth("srq: ep_query names the SRQ", ep_param.srq_handle == srq);
+  expect("srq: srq_free while an EP uses it", dat_srq_free(srq), DAT_INVALID_STATE);
+  iov = triplet(s_l, sbuf, 64);
+  ck.as_64 = 0x300;
+  expect("srq: the EP's own post_recv",
+         dat_ep_post_recv(s, 1, &iov, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_INVALID_STATE);
+  for (int i = 0; i < 2; ++i) {
+    iov = triplet(s_l, sbuf + 64 * i, 64);
+    ck.as_64 = 0x200 + (uint64_t)i;
+    expect("srq: srq_post_recv", dat_srq_post_recv(srq, 1, &iov, ck), DAT_SUCCESS);
+  }
+  memset(&sp, 0, sizeof(sp));
+  dat_srq_query(srq, DAT_SRQ_FIELD_ALL, &sp);
+  truth("srq: srq_query: 2 outstanding, 4 at most",
+        sp.outstanding_dto_count == 2 && sp.max_recv_dtos == 4 && sp.pz_handle == pz);
+  if (connect_pair("srq", c, s, addr, port, cr_evd, c_conn, s_conn)) {
+    for (int i = 0; i < 2; ++i) {
+      memset(cbuf, 0x41 + i, 16);
+      iov = triplet(c_l, cbuf, 16);
+      ck.as_64 = 0x400 + (uint64_t)i;
+      dat_ep_post_send(c, 1, &iov, ck, DAT_COMPLETION_DEFAULT_FLAG);
+      dto_done("srq: client send", c_dto, 0x400 + (uint64_t)i, 16, DAT_DTO_SUCCESS);
+      truth("srq: the SRQ's receive completes on the EP's recv EVD, naming the EP",
+            next_event(s_dto, &ev) == DAT_DTO_COMPLETION_EVENT &&
+                ev.event_data.dto_completion_event_data.ep_handle == s &&
+                ev.event_data.dto_completion_event_data.user_cookie.as_64 == 0x200 + (uint64_t)i &&
+                ev.event_data.dto_completion_event_data.transfered_length == 16 &&
+                sbuf[64 * i] == 0x41 + i && sbuf[64 * i + 15] == 0x41 + i);
+    }
+    dat_srq_query(srq, DAT_SRQ_FIELD_ALL, &sp);
+    truth("srq: srq_query: none outstanding", sp.outstanding_dto_count == 0);
+    expect("srq: ep_disconnect abrupt (client)", dat_ep_disconnect(c, DAT_CLOSE_ABRUPT_FLAG),
+           DAT_SUCCESS);
+    truth("srq: server DISCONNECTED", next_event(s_conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+    next_event(c_conn, &ev);
+  }
+  expect("srq: ep_free (client)", dat_ep_free(c), DAT_SUCCESS);
+  expect("srq: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);
+  expect("srq: srq_resize to 16", dat_srq_resize(srq, 16), DAT_SUCCESS);
+  expect("srq: srq_free", dat_srq_free(srq), DAT_SUCCESS);
+  dat_evd_free(s_dto);
+  dat_evd_free(s_conn);
+  dat_evd_free(c_dto);
+  dat_evd_free(c_conn);
+}
+
 /* Seed 001: "For graceful disconnect, all outstanding and in-progress request DTOs ... must try to
  * be completed successfully first, before disconnect proceeds."  The client posts GD_SENDS sends
  * of GD_BYTES each to a server with no receive posted yet (RNR: they stay in flight, the QPs retry
@@ -850,6 +944,7 @@ static void data_path(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL p
   peer_gone_while_waiting(ia, addr, port, pz, cr_evd, s_l, sbuf, 0);
   peer_gone_while_waiting(ia, addr, port, pz, cr_evd, s_l, sbuf, 1);
   graceful_drains_sends(ia, addr, port, pz, cr_evd);
+  srq_shared(ia, addr, port, pz, cr_evd, c_l, cbuf, s_l, sbuf);
 out:
   expect("dp: ep_free (client)", dat_ep_free(c), DAT_SUCCESS);
   expect("dp: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);

@@ -107,6 +107,10 @@ struct UserQpAttributes {
   // they must outlive the UserEndpoint.  nullptr: the UserEndpoint makes and owns its own.
   ibv_cq *send_cq = nullptr;
   ibv_cq *recv_cq = nullptr;
+  // A shared receive queue the QP takes its receives from (not owned: it must outlive the
+  // UserEndpoint); max_recv_wr and max_recv_sge are then unused.  Its completions still come on
+  // recv_cq, naming this QP's number.  A reset's new QP (iWARP) shares it too.
+  ibv_srq *srq = nullptr;
 };
 
 // An EP with its own RC QP and two CQs (send, receive; its own unless UserQpAttributes names
