@@ -399,9 +399,10 @@ void drop_child(Object &object);
 // ---- helpers
 
 // The C boundary: runs `body`, mapping Failure, kdat::Error and allocation failure to a
-// DAT_RETURN.  Never lets an exception out.
+// DAT_RETURN.  Never lets an exception out.  Always inline: it is every entry point's frame
+// (the data path's posts must stay one function; see post_to).
 template <typename Body>
-DAT_RETURN guard(Body &&body) noexcept {
+[[gnu::always_inline]] inline DAT_RETURN guard(Body &&body) noexcept {
   try {
     return body();
   } catch (const Failure &f) {
