@@ -216,6 +216,11 @@ struct kdat_evd {
 	kdat_upcall_t upcall;
 	void *upcall_context;
 	struct kdat_ring *ring;		/* set once (under lock), freed with the EVD */
+	/*
+	 * Killed (lock): posts are dropped.  An EP of another IA of the owner may
+	 * still use it as its connect EVD after this EVD's IA closed abruptly.
+	 */
+	bool gone;
 };
 
 /* Most slots an EVD keeps for reuse (and never more than its qlen). */
@@ -351,6 +356,7 @@ void kdat_evd_kill(struct kdat_evd *evd);
 void kdat_evd_use(struct kdat_evd *evd);
 void kdat_evd_unuse(struct kdat_evd *evd);
 bool kdat_evd_fits(struct kdat_evd *evd, struct kdat_ia *ia, u32 flag);
+bool kdat_evd_fits_owner(struct kdat_evd *evd, struct kdat_ia *ia, u32 flag);
 
 /* the objects' files */
 struct kdat_ctx *kdat_ctx_create(const char *kernel_owner, struct net *net);

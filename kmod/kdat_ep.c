@@ -667,7 +667,7 @@ kdat_ret_t kdat_ep_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_IA);
 	else if (ia->removed)
 		ret = kdat_err(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
-	else if (!kdat_evd_fits(conn, ia, KDAT_EVD_CONNECTION))
+	else if (!kdat_evd_fits_owner(conn, ia, KDAT_EVD_CONNECTION))
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_CONN);
 	else if (!kdat_evd_fits(req, ia, KDAT_EVD_DTO))
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EVD_REQUEST);

@@ -70,6 +70,8 @@ void kdat_evd_post(struct kdat_evd *evd, const struct kdat_event_info *info)
 	if (!evd)
 		return;
 	spin_lock_irqsave(&evd->lock, flags);
+	if (evd->gone)
+		goto dropped;
 	if (evd->ring) {
 		struct kdat_event_info with_evd = *info;
 
@@ -86,6 +88,10 @@ void kdat_evd_post(struct kdat_evd *evd, const struct kdat_event_info *info)
 		spin_unlock_irqrestore(&evd->lock, flags);
 		qe = kmalloc(sizeof(*qe), GFP_KERNEL);
 		spin_lock_irqsave(&evd->lock, flags);
+		if (evd->gone) {
+			kfree(qe);
+			goto dropped;
+		}
 	}
 	if (qe) {
 		/* A queued event pins the objects it names until it is taken. */
@@ -106,6 +112,10 @@ posted:
 		kdat_ring_wake(evd);
 	if (evd->upcall)
 		evd->upcall(evd, evd->upcall_context);
+	return;
+dropped:
+	/* nobody takes it: the consumer freed the EVD (its queued events went at kill) */
+	spin_unlock_irqrestore(&evd->lock, flags);
 }
 
 /*
@@ -184,6 +194,7 @@ void kdat_evd_kill(struct kdat_evd *evd)
 	kdat_obj_unlink(&evd->obj);
 	list_del_init(&evd->ia_node);
 	spin_lock_irq(&evd->lock);
+	evd->gone = true;
 	if (evd->ring)
 		kdat_ring_kill(evd);
 	spin_unlock_irq(&evd->lock);
@@ -374,4 +385,16 @@ void kdat_evd_unuse(struct kdat_evd *evd)
 bool kdat_evd_fits(struct kdat_evd *evd, struct kdat_ia *ia, u32 flag)
 {
 	return !evd || (!evd->obj.dead && evd->ia == ia && (evd->flags & flag));
+}
+
+/*
+ * As kdat_evd_fits(), but the EVD may be another IA's of the same owner: an
+ * EP's connect EVD (DAT lets one EVD take the connection events of EPs on
+ * several IAs; dapltest's limit tests with -w do that).  Its events carry
+ * handles, which are the owner's.  Caller holds ctx->lock.
+ */
+bool kdat_evd_fits_owner(struct kdat_evd *evd, struct kdat_ia *ia, u32 flag)
+{
+	lockdep_assert_held(&ia->obj.ctx->lock);
+	return !evd || (!evd->obj.dead && evd->obj.ctx == ia->obj.ctx && (evd->flags & flag));
 }

@@ -162,6 +162,10 @@ kdat_ret_t kdat_evd_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
 kdat_ret_t kdat_evd_dequeue(struct kdat_evd *evd, struct kdat_event_info *event,
 			    u32 *nmore);
 
+/*
+ * The EVDs must be ia's.  (Through /dev/kdat, the connect EVD may be another
+ * IA's of the same file, as DAT allows; an IA opened here is its own owner.)
+ */
 kdat_ret_t kdat_ep_create(struct kdat_ia *ia, struct kdat_evd *connect_evd,
 			  struct kdat_evd *request_evd, struct kdat_evd *recv_evd,
 			  const struct kdat_ep_attr *attr, struct kdat_ep **ep);

@@ -199,6 +199,25 @@ def _limit(test, debug=False):
                 count=count, timeout=120 if test == "limit_size_lmr" else 30, debug=debug)
 
 
+# The limit tests with -w 4: four IAs open at once in one process, each with its PZ, CNO, EVD, EP
+# and LMR, every EP's connection events on IA #1's one connect EVD; the objects counted are made
+# on the four IAs in turn.  Every count must reach -m, and no create may fail.  (libdaplofa now
+# and then fails limit_rsp with DAT_CONN_QUAL_IN_USE: its IAs hold rdma_cm ids bound to ephemeral
+# ports, the range DAPL's qualifier mapping lands in.)
+LIMITS_WIDE = ("limit_ia", "limit_pz", "limit_cno", "limit_evd", "limit_ep", "limit_rsp",
+               "limit_psp", "limit_lmr", "limit_rpost")
+
+
+def _limits_wide():
+    return Case("dapltest-L-w4", "dapltest", "local",
+                ("-T", "L", "-m", str(LIMIT_MAX), "-w", "4", *LIMITS_WIDE),
+                verdicts=("Limitation Test",),
+                each=(r"(?:created|opened): (\d+)", str(LIMIT_MAX), len(LIMITS_WIDE) - 1),
+                # limit_rpost ends when a post finds the EP's receive queue full
+                forbid=r"^(?!.*dat_ep_post_recv fails: DAT_INSUFFICIENT_RESOURCES)"
+                       r".*(?:fails|failed|unimplemented).*$", timeout=60)
+
+
 # Number of cases each FFT feature of Debian's dapltest runs (dapl_fft_cmd.c: the others are
 # "not yet implemented").
 FFT_FEATURES = {"hwconn": 4, "endpoint": 3, "pz": 3, "mem": 5, "connmgt": 2, "queryinfo": 18}
@@ -274,6 +293,7 @@ CASES = [
     *[_limit(t) for t in (
         "limit_ia", "limit_pz", "limit_cno", "limit_evd", "limit_ep", "limit_rsp", "limit_psp",
         "limit_lmr", "limit_rpost", "limit_size_lmr")],
+    _limits_wide(),
     # dapltest -T F: each feature Debian's dapltest implements, all its cases
     *[_fft(f, debug=(f == "pz")) for f in FFT_FEATURES],
     # dtest: private data, RMR exchange, RDMA write, RDMA read, send/recv ping-pong, disconnect

@@ -4,7 +4,7 @@ import time
 import pytest
 
 from kdat_harness.dat import (ACCEPT_PDATA_MAX, CONNECT_PDATA_MAX, REJECT_PDATA_MAX, DAT, CLASS_ERROR, Kdat, expect_dat_error, host_addr, host_netdev,
-                              kd)  # noqa: F401  (fixture)
+                              kd, next_port, side, wait_cr, wait_state)  # noqa: F401  (fixture)
 from kdat_harness.guest import UAPI
 from kdat_harness.timing import assert_prompt, judge_on_time
 
@@ -71,6 +71,37 @@ def test_ia_close_abrupt_frees_what_it_owns(kd, rdma):
     kd.ia_close(ia)
     expect_dat_error("INVALID_HANDLE", kd.ep_query, ep)
     expect_dat_error("INVALID_HANDLE", kd.evd_dequeue, evd)
+
+
+def test_an_ep_may_take_another_ia_s_connect_evd_through_the_same_file(kd, rdma):
+    """DAT lets one EVD take the connection events of EPs on several IAs (dapltest -T L -w makes
+    every EP's connect EVD IA #1's).  Through one file an EP's connect EVD may be another IA's;
+    its DTO EVDs may not be.  When the EVD's IA closes first (abruptly), the EP's later
+    connection events are dropped: the EP still disconnects and frees, and nothing is left
+    behind (the module must unload after the run)."""
+    a, b = side(kd), side(kd)
+    dto_a = kd.evd_create(a.ia, 4, Kdat.EVD_DTO)
+    expect_dat_error("INVALID_HANDLE", kd.ep_create, b.ia, a.evd, request_evd=dto_a,
+                     subtype="DAT_INVALID_HANDLE_EVD_REQUEST")
+    ep = kd.ep_create(b.ia, a.evd)
+    assert kd.ep_query(ep).connect_evd == a.evd
+    port = next_port()
+    kd.psp_create(b.ia, b.crevd, port)
+    sep = b.ep()
+    kd.ep_connect(ep, host_addr(), port, 5_000_000)
+    kd.cr_accept(wait_cr(b).cr, sep)
+    ev = kd.expect_event(a.evd, "ESTABLISHED")
+    assert ev.ep == ep and ev.evd == a.evd
+    kd.expect_event(b.evd, "ESTABLISHED")
+    kd.expect_no_event(b.evd, 100_000)
+    kd.ia_close(a.ia)   # abrupt: its EVDs go, the EP of b stays
+    expect_dat_error("INVALID_HANDLE", kd.evd_dequeue, a.evd)
+    assert kd.ep_state(ep) == "CONNECTED"
+    kd.ep_disconnect(ep)
+    kd.expect_event(b.evd, "DISCONNECTED")    # the peer's, on b's own EVD
+    assert wait_state(kd, ep, "DISCONNECTED") == "DISCONNECTED"
+    kd.expect_no_event(b.evd, 100_000)        # the EP's own DISCONNECTED went nowhere
+    kd.ep_free(ep)
 
 
 def test_evd_create_bad_qlen_and_flags(kd, rdma):

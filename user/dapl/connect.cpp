@@ -34,11 +34,16 @@ void count_connect(Ep &ep) {
   ++ep.ia->counters[DCNT_IA_CM_REQ_TX];
 }
 
-// An EVD argument of an EP: NULL, or an EVD of `ia` with `flag`.
-Evd *ep_evd(Ia &ia, DAT_EVD_HANDLE handle, DAT_EVD_FLAGS flag, DAT_RETURN subtype) {
+// An EVD argument of an EP: NULL, or an EVD with `flag` of `ia` -- or, for the connect EVD
+// (any_ia), of any IA sharing ia's kernel file: DAT lets one EVD take the connection events of
+// EPs on several IAs, and dapltest's limit tests with -w do that.  DTO EVDs stay the IA's own
+// (their CQs are its device context's).
+Evd *ep_evd(Ia &ia, DAT_EVD_HANDLE handle, DAT_EVD_FLAGS flag, DAT_RETURN subtype,
+            bool any_ia = false) {
   if (handle == DAT_HANDLE_NULL) return nullptr;
   auto &evd = lookup_as<Evd>(handle, subtype);
-  if (evd.ia != &ia || (evd.flags & flag) == 0) fail(DAT_INVALID_HANDLE, subtype);
+  const bool ours = evd.ia == &ia || (any_ia && evd.ia->file == ia.file);
+  if (!ours || (evd.flags & flag) == 0) fail(DAT_INVALID_HANDLE, subtype);
   return &evd;
 }
 
@@ -122,7 +127,7 @@ template <typename E>
 Ep &register_ep(Ia &ia, E endpoint) {
   auto &ep = make_child<Ep>(ia, std::move(endpoint));
   ep.kernel_handle = ep.kernel().handle();
-  ia.eps[ep.kernel_handle] = &ep;
+  ia.file->eps[ep.kernel_handle] = &ep;
   ep.qp = ia.data_path->make_queue_pair(ep);
   return ep;
 }
@@ -143,7 +148,8 @@ DAT_RETURN create_ep(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
     }
     Evd *recv = ep_evd(ia, recv_handle, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_RECV);
     Evd *request = ep_evd(ia, request_handle, DAT_EVD_DTO_FLAG, DAT_INVALID_HANDLE_EVD_REQUEST);
-    Evd *connect = ep_evd(ia, connect_handle, DAT_EVD_CONNECTION_FLAG, DAT_INVALID_HANDLE_EVD_CONN);
+    Evd *connect =
+        ep_evd(ia, connect_handle, DAT_EVD_CONNECTION_FLAG, DAT_INVALID_HANDLE_EVD_CONN, true);
     // kdat binds an EP to its connect EVD at creation (no UNCONFIGURED states).
     if (connect == nullptr) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
     Srq *srq = nullptr;
@@ -601,8 +607,9 @@ Ep &adopt_ep(Ia &ia, std::uint32_t handle) {
 constexpr std::size_t kFreedConnectionsKept = 4096;
 
 void remember_freed_connection(Ia &ia, std::uint32_t kernel_handle, DAT_EP_HANDLE handle) {
-  if (ia.freed_connected_eps.size() >= kFreedConnectionsKept) ia.freed_connected_eps.clear();
-  ia.freed_connected_eps[kernel_handle] = handle;
+  if (ia.file->freed_connected_eps.size() >= kFreedConnectionsKept)
+    ia.file->freed_connected_eps.clear();
+  ia.file->freed_connected_eps[kernel_handle] = handle;
 }
 
 // Forgets `ep` on the provider's side; the caller has freed (or lost) the kernel EP.  The
@@ -617,9 +624,9 @@ void free_ep(Ep &ep) {
   ep.pz = nullptr;
   ep.recv_evd = ep.request_evd = ep.connect_evd = nullptr;
   // By the handle kept at registration: the kernel EP may be freed already (handle() is 0).
-  if (const auto it = ep.ia->eps.find(ep.kernel_handle);
-      it != ep.ia->eps.end() && it->second == &ep)
-    ep.ia->eps.erase(it);
+  if (const auto it = ep.ia->file->eps.find(ep.kernel_handle);
+      it != ep.ia->file->eps.end() && it->second == &ep)
+    ep.ia->file->eps.erase(it);
   drop_child(ep);
 }
 

@@ -124,7 +124,7 @@ constexpr auto kHoldPoll = std::chrono::milliseconds(1);
 bool flush_ended_eps(Evd &evd) {
   if (evd.cq == nullptr) return false;
   bool watch = false;
-  for (auto &[handle, ep] : evd.ia->eps) {
+  for (auto &[handle, ep] : evd.ia->file->eps) {
     if (!ep->user || (ep->recv_evd != &evd && ep->request_evd != &evd)) continue;
     const kdat::EpState state = ep->user->endpoint().state();
     if (!kdat::has_ended(state)) {
@@ -177,8 +177,8 @@ void accept(Evd &evd, const kdat::Event &event) {
   translate(evd, event, translated);
   const Ep *flushing = nullptr;
   if (event.is_connection_event()) {
-    const auto it = evd.ia->eps.find(event.ep);
-    if (it != evd.ia->eps.end() && it->second->user) {
+    const auto it = evd.ia->file->eps.find(event.ep);
+    if (it != evd.ia->file->eps.end() && it->second->user) {
       Ep &ep = *it->second;
       const kdat::EpState state = ep.kernel().state();
       if (!kdat::is_connecting(state)) unwatch_connect(ep);
@@ -693,8 +693,8 @@ void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out) {
   if (event.is_connection_request() || event.is_connection_event())
     ++evd.counters[DCNT_EVD_CONN_CALLBACK];
   auto find_ep = [&](std::uint32_t k) -> Ep * {
-    const auto it = ia.eps.find(k);
-    return it != ia.eps.end() ? it->second : nullptr;
+    const auto it = ia.file->eps.find(k);
+    return it != ia.file->eps.end() ? it->second : nullptr;
   };
   if (event.is_connection_request()) {
     const auto sp = ia.service_points.find(event.sp);
@@ -731,15 +731,15 @@ void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out) {
       data.ep_handle = ep->handle;
       data.private_data_size = static_cast<DAT_COUNT>(ep->event_private_data.size());
       data.private_data = ep->event_private_data.empty() ? nullptr : ep->event_private_data.data();
-    } else if (const auto freed = ia.freed_connected_eps.find(event.ep);
-               freed != ia.freed_connected_eps.end()) {
+    } else if (const auto freed = ia.file->freed_connected_eps.find(event.ep);
+               freed != ia.file->freed_connected_eps.end()) {
       data.ep_handle = freed->second;  // the DISCONNECTED of an EP freed connected
-      ia.freed_connected_eps.erase(freed);
+      ia.file->freed_connected_eps.erase(freed);
     }
     if (ep != nullptr && ep->srq != nullptr &&
         (out.event_number == DAT_CONNECTION_EVENT_DISCONNECTED ||
          out.event_number == DAT_CONNECTION_EVENT_BROKEN))
-      srq_ep_done(ia, *ep);
+      srq_ep_done(*ep->ia, *ep);
   } else if (event.is_dto_completion()) {
     auto &data = out.event_data.dto_completion_event_data;
     Ep *ep = find_ep(event.ep);

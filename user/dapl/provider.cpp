@@ -360,14 +360,25 @@ Ia &open_ia(const char *name) {
   const Instance &inst = instance_named(name);
   Params params = parse_params(inst.params);
   if (params.interface == any_interface) params.interface = first_active_netdev();
-  auto object =
-      std::make_shared<Ia>(inst, kdat::Device(params.device), params.interface, params.pdata);
+  // One open file per device path: see KernelFile.  Under the provider lock.
+  static std::unordered_map<std::string, std::weak_ptr<KernelFile>> files;
+  std::shared_ptr<KernelFile> file = files[params.device].lock();
+  if (!file) {
+    file = std::make_shared<KernelFile>(params.device);
+    files[params.device] = file;
+  }
+  auto object = std::make_shared<Ia>(inst, std::move(file), params.interface, params.pdata);
   Ia &ia = *object;
   publish(inst, DAT_HANDLE_TYPE_IA, std::move(object));
   return ia;
 }
 
 void close_ia(Ia &ia) {
+  // An EP of another IA taking its connection events from one of this IA's EVDs would be left
+  // with a freed EVD: that EP is to be freed first (over DAPL it would dangle).
+  for (const auto &[handle, ep] : ia.file->eps)
+    if (ep->ia != &ia && ep->connect_evd != nullptr && ep->connect_evd->ia == &ia)
+      fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
   for (Object *o : ia.children) {
     if (o->type == DAT_HANDLE_TYPE_EVD && static_cast<Evd *>(o)->waiters > 0)
       fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
@@ -388,8 +399,9 @@ void query_ia(Ia &ia, DAT_IA_ATTR_MASK ia_mask, DAT_IA_ATTR *ia_attr,
   if (want_provider) fill_provider_attr(ia, limits, *provider_attr);
 }
 
-Ia::Ia(const Instance &inst, kdat::Device dev, std::string_view name, kdat::Ia::PrivateData pdata)
-    : instance(&inst), device(std::move(dev)), kernel(device, name, pdata) {
+Ia::Ia(const Instance &inst, std::shared_ptr<KernelFile> kernel_file, std::string_view name,
+       kdat::Ia::PrivateData pdata)
+    : instance(&inst), file(std::move(kernel_file)), kernel(file->device, name, pdata) {
   ia = this;
   attributes = kernel.query();
   to_sockaddr(attributes.local_address, address);

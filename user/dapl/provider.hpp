@@ -354,13 +354,28 @@ struct Lmr : Object {
   DAT_VADDR registered_address = 0;
 };
 
+// The /dev/kdat file that the IAs of one device path in this process share: one kernel owner,
+// whose handles name the EPs of all of them.  So an EP may take another of these IAs' EVDs for
+// its connection events (DAT allows it; dapltest's limit tests with -w do it).  Lives while an
+// IA uses it.
+struct KernelFile {
+  explicit KernelFile(const std::string &path) : device(path) {}
+  kdat::Device device;
+  // kernel handle -> provider object, to translate events (whichever IA's EVD they come on)
+  std::unordered_map<std::uint32_t, Ep *> eps;
+  // EPs freed while connected: their DISCONNECTED is still to be taken, and names the freed
+  // DAT handle, as over DAPL (ep_free).  An entry goes when its event is translated.
+  std::unordered_map<std::uint32_t, DAT_EP_HANDLE> freed_connected_eps;
+};
+
 struct Ia : Object {
   static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_IA;
-  Ia(const Instance &inst, kdat::Device dev, std::string_view name, kdat::Ia::PrivateData pdata);
+  Ia(const Instance &inst, std::shared_ptr<KernelFile> kernel_file, std::string_view name,
+     kdat::Ia::PrivateData pdata);
   ~Ia() override;
 
   const Instance *instance;
-  kdat::Device device;
+  std::shared_ptr<KernelFile> file;
   kdat::Ia kernel;
   IaAttributes attributes;
   sockaddr_storage address{};
@@ -370,10 +385,6 @@ struct Ia : Object {
   std::unordered_set<Object *> children;
   // kernel handle -> provider object, to translate events
   std::unordered_map<std::uint32_t, Evd *> evds;
-  std::unordered_map<std::uint32_t, Ep *> eps;
-  // EPs freed while connected: their DISCONNECTED is still to be taken, and names the freed
-  // DAT handle, as over DAPL (ep_free).  An entry goes when its event is translated.
-  std::unordered_map<std::uint32_t, DAT_EP_HANDLE> freed_connected_eps;
   std::vector<Evd *> connecting_evds;  // the EVDs whose `connecting` is not 0
   std::unordered_map<std::uint32_t, Object *> service_points;
   // ia_query's provider-specific attributes: the consumer keeps pointers into them while the

@@ -254,7 +254,7 @@ struct kdat_ep_create {
 	__u32 size;
 	__u32 status;
 	__u32 ia;
-	__u32 connect_evd;	/* required: connection events */
+	__u32 connect_evd;	/* required: connection events; may be another IA's of this file */
 	__u32 request_evd;	/* 0 = none: DTO request completions */
 	__u32 recv_evd;		/* 0 = none: receive completions */
 	struct kdat_ep_attr attr; /* in; zeros pick the provider's defaults */

@@ -711,6 +711,63 @@ out:
   dat_evd_free(cr);
 }
 
+/* Several IAs of one process: an EP may take its connection events from another IA's connect
+ * EVD (DAT allows it; dapltest -T L -w makes every EP's connect EVD IA #1's).  The EP here is a
+ * user-QP EP of ia2 (its PZ and DTO EVD ia2's) whose connect EVD is ia's. */
+static void cross_ia_connect_evd(DAT_IA_HANDLE ia, DAT_IA_HANDLE ia2, DAT_IA_ADDRESS_PTR addr,
+                                 DAT_CONN_QUAL port) {
+  DAT_EVD_HANDLE conn = DAT_HANDLE_NULL, s_conn = DAT_HANDLE_NULL, cr = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE dto = DAT_HANDLE_NULL, dto1 = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE x = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL, bad = DAT_HANDLE_NULL;
+  DAT_PZ_HANDLE pz2 = DAT_HANDLE_NULL, pz = DAT_HANDLE_NULL;
+  DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
+  DAT_EP_PARAM param;
+  DAT_EVENT ev;
+
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &conn);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &s_conn);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CR_FLAG, &cr);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_DTO_FLAG, &dto1);
+  dat_evd_create(ia2, 8, NULL, DAT_EVD_DTO_FLAG, &dto);
+  dat_pz_create(ia2, &pz2);
+  dat_pz_create(ia, &pz);
+  expect("xia: ep_create on IA 2 with IA 1's DTO EVD",
+         dat_ep_create(ia2, pz2, dto1, dto1, conn, NULL, &bad), DAT_INVALID_HANDLE);
+  if (!expect("xia: ep_create on IA 2 with IA 1's connect EVD",
+              dat_ep_create(ia2, pz2, dto, dto, conn, NULL, &x), DAT_SUCCESS))
+    goto out;
+  expect("xia: ep_query", dat_ep_query(x, DAT_EP_FIELD_ALL, &param), DAT_SUCCESS);
+  truth("xia: ep_query names IA 2's PZ and DTO EVD and IA 1's connect EVD",
+        param.pz_handle == pz2 && param.recv_evd_handle == dto && param.connect_evd_handle == conn);
+  dat_ep_create(ia, pz, dto1, dto1, s_conn, NULL, &s);
+  expect("xia: psp_create", dat_psp_create(ia, port, cr, DAT_PSP_CONSUMER_FLAG, &psp), DAT_SUCCESS);
+  if (!connect_pair("xia", x, s, addr, port, cr, conn, s_conn)) goto out;
+  truth("xia: ESTABLISHED names the EP of IA 2",
+        dat_ep_query(x, DAT_EP_FIELD_EP_STATE, &param) == DAT_SUCCESS &&
+            param.ep_state == DAT_EP_STATE_CONNECTED);
+  expect("xia: ia_close (abrupt) of IA 1 while IA 2's EP uses its EVD",
+         dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_INVALID_STATE);
+  expect("xia: evd_free of the connect EVD in use", dat_evd_free(conn), DAT_INVALID_STATE);
+  expect("xia: ep_disconnect (abrupt)", dat_ep_disconnect(x, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+  truth("xia: DISCONNECTED on IA 1's EVD, naming IA 2's EP",
+        next_event(conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED &&
+            ev.event_data.connect_event_data.ep_handle == x);
+  truth("xia: DISCONNECTED at the peer",
+        next_event(s_conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+out:
+  if (x != DAT_HANDLE_NULL) expect("xia: ep_free", dat_ep_free(x), DAT_SUCCESS);
+  if (bad != DAT_HANDLE_NULL) dat_ep_free(bad);
+  if (s != DAT_HANDLE_NULL) dat_ep_free(s);
+  if (psp != DAT_HANDLE_NULL) dat_psp_free(psp);
+  expect("xia: evd_free of the connect EVD once the EP is gone", dat_evd_free(conn), DAT_SUCCESS);
+  dat_evd_free(s_conn);
+  dat_evd_free(cr);
+  dat_evd_free(dto);
+  dat_evd_free(dto1);
+  dat_pz_free(pz2);
+  dat_pz_free(pz);
+}
+
 static void data_path(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port) {
   static char cbuf[8192], sbuf[8192];
   DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
@@ -1815,10 +1872,7 @@ int main(int argc, char **argv) {
   }
   /* a second IA keeps the provider loaded while the first is closed abruptly */
   expect("ia_open (second IA)", dat_ia_open(provider, 8, &async2, &ia2), DAT_SUCCESS);
-  expect("ep_create on IA 2 with IA 1's EVD",
-         dat_ep_create(ia2, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, conn_evd, NULL,
-                       &bad_ep),
-         DAT_INVALID_HANDLE);
+  cross_ia_connect_evd(ia, ia2, server_addr, port + 40);
   expect("ia_close abrupt with objects", dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
   {
     DAT_EP_PARAM param;
