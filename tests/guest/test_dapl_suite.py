@@ -202,8 +202,8 @@ def _limit(test, debug=False):
 # The limit tests with -w 4: four IAs open at once in one process, each with its PZ, CNO, EVD, EP
 # and LMR, every EP's connection events on IA #1's one connect EVD; the objects counted are made
 # on the four IAs in turn.  Every count must reach -m, and no create may fail.  (libdaplofa now
-# and then fails limit_rsp with DAT_CONN_QUAL_IN_USE: its IAs hold rdma_cm ids bound to ephemeral
-# ports, the range DAPL's qualifier mapping lands in.)
+# and then fails limit_rsp with DAT_CONN_QUAL_IN_USE, here as in the one-IA case: it binds rdma_cm
+# ids to ephemeral ports (openib_cma's open_hca), the range DAPL's qualifier mapping lands in.)
 LIMITS_WIDE = ("limit_ia", "limit_pz", "limit_cno", "limit_evd", "limit_ep", "limit_rsp",
                "limit_psp", "limit_lmr", "limit_rpost")
 
