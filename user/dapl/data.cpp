@@ -17,7 +17,10 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE type, DAT_REGION_DES
     auto &pz = lookup_as<Pz>(pz_handle, DAT_INVALID_HANDLE_PZ);
     if (pz.ia != &ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
     if (type != DAT_MEM_TYPE_VIRTUAL || va_type != DAT_VA_TYPE_VA) fail(DAT_NOT_IMPLEMENTED);
-    if (region.for_va == nullptr || length == 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    // A region of no bytes is a length error, as dapltest's FFT mem case 2 expects of every
+    // provider (libdaplofa answers DAT_INVALID_PARAMETER and fails that case).
+    if (length == 0) fail(DAT_LENGTH_ERROR);
+    if (region.for_va == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8);
     // DAT's privileges and the IB extension's remote atomics (the target of a peer's
     // dat_ib_post_cmp_and_swap / _fetch_and_add)

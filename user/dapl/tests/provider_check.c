@@ -812,6 +812,20 @@ static void data_path(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL p
          DAT_SUCCESS);
   expect("dp: ep_create (server, shared EVD)",
          dat_ep_create(ia, pz, s_shared, s_req, s_shared, &attr, &s), DAT_SUCCESS);
+  {
+    DAT_LMR_HANDLE none = DAT_HANDLE_NULL;
+    region.for_va = cbuf;
+    expect("dp: lmr_create of 0 bytes (dapltest FFT mem case 2)",
+           dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, 0, pz, DAT_MEM_PRIV_ALL_FLAG,
+                          DAT_VA_TYPE_VA, &none, &c_l, &c_r, &len, &va),
+           DAT_LENGTH_ERROR);
+    region.for_va = NULL;
+    expect("dp: lmr_create at NULL",
+           dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, 64, pz, DAT_MEM_PRIV_ALL_FLAG,
+                          DAT_VA_TYPE_VA, &none, &c_l, &c_r, &len, &va),
+           DAT_INVALID_PARAMETER);
+    truth("dp: no LMR handed out", none == DAT_HANDLE_NULL);
+  }
   region.for_va = cbuf;
   expect("dp: lmr_create (client)",
          dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(cbuf), pz, DAT_MEM_PRIV_ALL_FLAG,
