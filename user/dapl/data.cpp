@@ -18,7 +18,8 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE type, DAT_REGION_DES
     if (pz.ia != &ia) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
     if (type != DAT_MEM_TYPE_VIRTUAL || va_type != DAT_VA_TYPE_VA) fail(DAT_NOT_IMPLEMENTED);
     // A region of no bytes is a length error, as dapltest's FFT mem case 2 expects of every
-    // provider (libdaplofa answers DAT_INVALID_PARAMETER and fails that case).
+    // provider (libdaplofa answers DAT_INSUFFICIENT_RESOURCES, ibv_reg_mr's ENOMEM on rxe, and
+    // fails that case).
     if (length == 0) fail(DAT_LENGTH_ERROR);
     if (region.for_va == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8);

@@ -742,7 +742,7 @@ static void cross_ia_connect_evd(DAT_IA_HANDLE ia, DAT_IA_HANDLE ia2, DAT_IA_ADD
   dat_ep_create(ia, pz, dto1, dto1, s_conn, NULL, &s);
   expect("xia: psp_create", dat_psp_create(ia, port, cr, DAT_PSP_CONSUMER_FLAG, &psp), DAT_SUCCESS);
   if (!connect_pair("xia", x, s, addr, port, cr, conn, s_conn)) goto out;
-  truth("xia: ESTABLISHED names the EP of IA 2",
+  truth("xia: the EP of IA 2 is CONNECTED",
         dat_ep_query(x, DAT_EP_FIELD_EP_STATE, &param) == DAT_SUCCESS &&
             param.ep_state == DAT_EP_STATE_CONNECTED);
   expect("xia: ia_close (abrupt) of IA 1 while IA 2's EP uses its EVD",
