@@ -361,11 +361,47 @@ static void rdma_done(struct kdat_cqe *cqe, const struct kdat_completion *c)
 	respond(t, 0);
 }
 
+/*
+ * The target holds the first commands until min(depth, requests) of them are in, so that the run
+ * reaches its full depth on a kernel of any speed: on the debug kernel the first responses came
+ * back before the initiator had issued its last slot, and a short run never had depth in flight.
+ */
+static DEFINE_SPINLOCK(held_lock);
+static struct blkio_slot *held[BLKIO_MAX_DEPTH];
+static int nheld;
+static bool holding = true;
+
+static void serve(struct blkio_slot *t);
+
+/* true if t was held; the command that completes the batch serves the whole batch */
+static bool hold(struct blkio_slot *t)
+{
+	unsigned long flags;
+	int i, n;
+
+	spin_lock_irqsave(&held_lock, flags);
+	if (!holding) {
+		spin_unlock_irqrestore(&held_lock, flags);
+		return false;
+	}
+	held[nheld++] = t;
+	n = nheld;
+	if (n < min(depth, requests)) {
+		spin_unlock_irqrestore(&held_lock, flags);
+		return true;
+	}
+	holding = false;
+	spin_unlock_irqrestore(&held_lock, flags);
+	/* no longer holding: nobody else touches held[] */
+	for (i = 0; i < n; i++)
+		serve(held[i]);
+	return true;
+}
+
 static void cmd_received(struct kdat_cqe *cqe, const struct kdat_completion *c)
 {
 	struct blkio_msg *m = container_of(cqe, struct blkio_msg, cqe);
 	struct blkio_slot *t = m->slot;
-	enum kdat_sgl_op op;
 
 	if (c->dto_status != KDAT_DAT_DTO_SUCCESS) {
 		if (!READ_ONCE(stopping))
@@ -376,6 +412,14 @@ static void cmd_received(struct kdat_cqe *cqe, const struct kdat_completion *c)
 	t->seq = le32_to_cpu(t->got.seq);
 	if (le32_to_cpu(t->got.length) != size)
 		return fail("command length");
+	if (!hold(t))
+		serve(t);
+}
+
+static void serve(struct blkio_slot *t)
+{
+	enum kdat_sgl_op op;
+
 	if (le32_to_cpu(t->got.op) == BLKIO_READ) {
 		walk(t, true);
 		kdat_sgl_sync_for_device(ia, &t->sgl);
