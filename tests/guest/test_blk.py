@@ -251,7 +251,8 @@ def test_the_target_unloaded_and_reloaded_mid_verify_loses_nothing(ramdisk, blk,
     initiator(nr_queues=2, queue_depth=8, reconnect_delay=1, ctrl_loss_tmo=60)
     run = subprocess.Popen(["fio", "--name=kdat", f"--filename={DEV}", "--direct=1",
                             "--ioengine=libaio", "--rw=randwrite", "--bs=16k", "--iodepth=8",
-                            f"--size={verify_kib(32, 8192)}k", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1"],
+                            f"--size={verify_kib(32, 8192)}k", "--verify=crc32c", "--do_verify=1",
+                            "--verify_fatal=1"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for(lambda: int(blk_param("writes", "kdat_blkt")) > 200, 120, "no writes arrived")
