@@ -82,6 +82,113 @@ DAT_RETURN lmr_free(DAT_LMR_HANDLE handle) {
   });
 }
 
+// ---- RMRs: memory windows (data_path.hpp's MemoryWindow, bound on an EP's QP)
+
+DAT_RETURN make_rmr(DAT_PZ_HANDLE pz_handle, DAT_RMR_HANDLE *out, bool per_ep) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &pz = lookup_as<Pz>(pz_handle, DAT_INVALID_HANDLE_PZ);
+    if (out == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    Ia &ia = *pz.ia;
+    DAT_RMR_CONTEXT context = 0;
+    auto window = ia.data_path->make_memory_window(pz, per_ep, context);
+    auto &rmr = make_child<Rmr>(ia);
+    rmr.window = std::move(window);
+    rmr.pz = &pz;
+    rmr.scope = per_ep ? DAT_RMR_SCOPE_EP : DAT_RMR_SCOPE_PZ;
+    rmr.context = context;
+    ++pz.users;
+    ++ia.counters[DCNT_IA_RMR_CREATE];
+    *out = rmr.handle;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN rmr_create(DAT_PZ_HANDLE pz, DAT_RMR_HANDLE *out) { return make_rmr(pz, out, false); }
+
+DAT_RETURN rmr_create_for_ep(DAT_PZ_HANDLE pz, DAT_RMR_HANDLE *out) {
+  return make_rmr(pz, out, true);
+}
+
+DAT_RETURN rmr_query(DAT_RMR_HANDLE handle, DAT_RMR_PARAM_MASK, DAT_RMR_PARAM *param) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &rmr = lookup_as<Rmr>(handle, DAT_INVALID_HANDLE_RMR);
+    if (param == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    param->ia_handle = rmr.ia->handle;
+    param->pz_handle = rmr.pz->handle;
+    param->lmr_triplet = rmr.target;
+    param->mem_priv = rmr.privileges;
+    param->rmr_context = rmr.context;
+    param->rmr_scope = rmr.scope;
+    param->va_type = DAT_VA_TYPE_VA;
+    return DAT_SUCCESS;
+  });
+}
+
+// The argument positions are dat_rmr_bind's: rmr 1, lmr 2, triplet 3, privileges 4, va_type 5,
+// ep 6, cookie 7, flags 8, context 9.  A triplet of length 0 unbinds (its LMR is not looked at).
+DAT_RETURN rmr_bind(DAT_RMR_HANDLE handle, DAT_LMR_HANDLE lmr_handle, const DAT_LMR_TRIPLET *target,
+                    DAT_MEM_PRIV_FLAGS privileges, DAT_VA_TYPE va_type, DAT_EP_HANDLE ep_handle,
+                    DAT_RMR_COOKIE cookie, DAT_COMPLETION_FLAGS flags, DAT_RMR_CONTEXT *context) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &rmr = lookup_as<Rmr>(handle, DAT_INVALID_HANDLE_RMR);
+    auto &ep = lookup_as<Ep>(ep_handle, DAT_INVALID_HANDLE_EP);
+    if (target == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    const bool unbind = target->segment_length == 0;
+    const Lmr *lmr = nullptr;
+    if (!unbind) lmr = &lookup_as<Lmr>(lmr_handle, DAT_INVALID_HANDLE_LMR);
+    if (va_type != DAT_VA_TYPE_VA) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    constexpr DAT_MEM_PRIV_FLAGS known =
+        static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_ALL_FLAG | kPrivRemoteAtomic);
+    if ((privileges & ~known) != 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    constexpr DAT_COMPLETION_FLAGS known_flags = static_cast<DAT_COMPLETION_FLAGS>(
+        DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
+        DAT_COMPLETION_BARRIER_FENCE_FLAG);
+    if ((flags & ~known_flags) != 0) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8);
+    if (context == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG9);
+    // The window, the memory and the EP must share a PZ (the PD the device checks).
+    if (ep.pz != rmr.pz || (lmr != nullptr && lmr->pz != rmr.pz))
+      fail(DAT_PROTECTION_VIOLATION, DAT_PROTECTION_VIOLATION);
+    if (lmr != nullptr) {
+      // within the LMR, by its LMR context as a DTO's segment would be
+      if (target->lmr_context != lmr->lmr_context) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+      const DAT_VADDR start = lmr->registered_address;
+      if (target->virtual_address < start ||
+          target->virtual_address - start > lmr->registered_length ||
+          target->segment_length > lmr->registered_length - (target->virtual_address - start))
+        fail(DAT_LENGTH_ERROR);
+      // A window gives no remote right its memory does not have.
+      constexpr DAT_MEM_PRIV_FLAGS remote = static_cast<DAT_MEM_PRIV_FLAGS>(
+          DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG | kPrivRemoteAtomic);
+      if ((privileges & remote & ~lmr->privileges) != 0)
+        fail(DAT_PRIVILEGES_VIOLATION, DAT_PRIVILEGES_READ);
+    }
+    if (!ep.user) fail(DAT_NOT_IMPLEMENTED);  // a kernel-owned QP: no windows
+    DAT_RMR_CONTEXT next = 0;
+    const DAT_RETURN r = ep.qp->bind(rmr, lmr, *target, privileges, cookie, flags, next);
+    if (r != DAT_SUCCESS) return r;
+    rmr.target = unbind ? DAT_LMR_TRIPLET{} : *target;
+    rmr.privileges = unbind ? DAT_MEM_PRIV_NONE_FLAG : privileges;
+    rmr.context = next;
+    rmr.bound_ep = unbind ? nullptr : &ep;
+    *context = next;
+    return DAT_SUCCESS;
+  });
+}
+
+DAT_RETURN rmr_free(DAT_RMR_HANDLE handle) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &rmr = lookup_as<Rmr>(handle, DAT_INVALID_HANDLE_RMR);
+    --rmr.pz->users;
+    ++rmr.ia->counters[DCNT_IA_RMR_FREE];
+    drop_child(rmr);
+    return DAT_SUCCESS;
+  });
+}
+
 }  // namespace
 
 void fill_data_table(DAT_PROVIDER &p) {
@@ -92,14 +199,14 @@ void fill_data_table(DAT_PROVIDER &p) {
   p.ep_post_recv_func = &post_recv;
   p.ep_post_rdma_read_func = &post_rdma_read;
   p.ep_post_rdma_write_func = &post_rdma_write;
-  // Not yet (README): RMRs, LMR sync, send with invalidate, RDMA read to RMR.
+  p.rmr_create_func = &rmr_create;
+  p.rmr_create_for_ep_func = &rmr_create_for_ep;
+  p.rmr_query_func = &rmr_query;
+  p.rmr_bind_func = &rmr_bind;
+  p.rmr_free_func = &rmr_free;
+  // Not yet (README): LMR sync, send with invalidate, RDMA read to RMR.
   KDAT_NOT_IMPLEMENTED(p, lmr_sync_rdma_read_func);
   KDAT_NOT_IMPLEMENTED(p, lmr_sync_rdma_write_func);
-  KDAT_NOT_IMPLEMENTED(p, rmr_create_func);
-  KDAT_NOT_IMPLEMENTED(p, rmr_create_for_ep_func);
-  KDAT_NOT_IMPLEMENTED(p, rmr_query_func);
-  KDAT_NOT_IMPLEMENTED(p, rmr_bind_func);
-  KDAT_NOT_IMPLEMENTED(p, rmr_free_func);
   KDAT_NOT_IMPLEMENTED(p, ep_post_send_with_invalidate_func);
   KDAT_NOT_IMPLEMENTED(p, ep_post_rdma_read_to_rmr_func);
 }

@@ -81,10 +81,47 @@ class SharedPd final : public ProtectionDomain {};
 class VerbsMr final : public MemoryRegion {
  public:
   explicit VerbsMr(ibv_mr *mr) : mr_(mr) {}
+  [[nodiscard]] ibv_mr *mr() const { return mr_.get(); }
 
  private:
   std::unique_ptr<ibv_mr, MrFreer> mr_;
 };
+
+struct MwFreer {
+  void operator()(ibv_mw *mw) const { (void)ibv_dealloc_mw(mw); }
+};
+
+// An RMR's window.  ibv_mw's rkey is the key the window answers to: verbs updates it at a type 1
+// bind; a type 2 window's new key is the consumer's choice at each bind, and verbs leaves the
+// struct alone, so it is set here (the device's next bind of the window names it by that key).
+class VerbsMw final : public MemoryWindow {
+ public:
+  explicit VerbsMw(ibv_mw *mw) : mw_(mw) {}
+  [[nodiscard]] ibv_mw *mw() const { return mw_.get(); }
+  [[nodiscard]] bool type2() const { return mw_->type == IBV_MW_TYPE_2; }
+  // The key a peer reaches the window by now.
+  [[nodiscard]] std::uint32_t rkey() const { return mw_->rkey; }
+  // Type 2: whether a binding is valid (a new one must invalidate it first).
+  [[nodiscard]] bool bound() const { return bound_; }
+  // Type 2: a bind under `rkey` was posted (or, with nullopt, an invalidate).
+  void posted(std::optional<std::uint32_t> rkey) {
+    if (rkey) mw_->rkey = *rkey;
+    bound_ = rkey.has_value();
+  }
+
+ private:
+  std::unique_ptr<ibv_mw, MwFreer> mw_;
+  bool bound_ = false;
+};
+
+// A window grants remote rights only; verbs' local ones are the MR's.
+int window_access(DAT_MEM_PRIV_FLAGS privileges) {
+  int access = 0;
+  if (privileges & DAT_MEM_PRIV_REMOTE_READ_FLAG) access |= IBV_ACCESS_REMOTE_READ;
+  if (privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) access |= IBV_ACCESS_REMOTE_WRITE;
+  if (privileges & kPrivRemoteAtomic) access |= IBV_ACCESS_REMOTE_ATOMIC;
+  return access;
+}
 
 int access_flags(DAT_MEM_PRIV_FLAGS privileges) {
   int access = 0;
@@ -123,8 +160,12 @@ enum class Op {
   rdma_write,
   rdma_write_immed,
   compare_and_swap,
-  fetch_and_add
+  fetch_and_add,
+  bind,       // dat_rmr_bind: a window's bind (or, for a type 1 window, its unbind)
+  invalidate  // dat_rmr_bind of a type 2 window: ends its binding (an unbind or before a rebind)
 };
+
+constexpr bool is_bind(Op op) { return op == Op::bind || op == Op::invalidate; }
 
 constexpr bool is_atomic(Op op) { return op == Op::compare_and_swap || op == Op::fetch_and_add; }
 
@@ -138,6 +179,8 @@ constexpr DAT_DTOS reported(Op op) {
     case Op::rdma_write_immed: return static_cast<DAT_DTOS>(DAT_IB_DTO_RDMA_WRITE_IMMED);
     case Op::compare_and_swap: return static_cast<DAT_DTOS>(DAT_IB_DTO_CMP_SWAP);
     case Op::fetch_and_add: return static_cast<DAT_DTOS>(DAT_IB_DTO_FETCH_ADD);
+    case Op::bind:
+    case Op::invalidate: break;  // a DAT_RMR_BIND_COMPLETION_EVENT names no DTO
   }
   return DAT_DTO_SEND;
 }
@@ -238,6 +281,8 @@ void count_post(Ep &ep, Op op, DAT_VLEN length) {
     case Op::rdma_write_immed: add(DCNT_EP_POST_WRITE_IMM, DCNT_EP_POST_WRITE_IMM_DATA); break;
     case Op::compare_and_swap: ++c[DCNT_EP_POST_CMP_SWAP]; break;
     case Op::fetch_and_add: ++c[DCNT_EP_POST_FETCH_ADD]; break;
+    case Op::bind:
+    case Op::invalidate: break;  // no counter of DAT's or the extensions' counts binds
   }
 }
 
@@ -261,6 +306,7 @@ struct Pending {
   Ep *ep = nullptr;    // null for a receive of an SRQ: the completion names the EP
   Evd *evd = nullptr;  // null for a receive of an SRQ: the CQ it completes on is the EP's
   Srq *srq = nullptr;
+  DAT_RMR_HANDLE rmr = nullptr;  // a bind's (is_bind(op))
   DAT_DTO_COOKIE cookie{};
   DAT_VLEN length = 0;
   Op op = Op::send;
@@ -399,6 +445,9 @@ class UserQueuePair final : public QueuePair {
   }
   [[nodiscard]] std::size_t outstanding_recv() const override { return recv_; }
   [[nodiscard]] std::size_t outstanding_request() const override { return request_; }
+  DAT_RETURN bind(Rmr &rmr, const Lmr *lmr, const DAT_LMR_TRIPLET &target,
+                  DAT_MEM_PRIV_FLAGS privileges, DAT_RMR_COOKIE cookie, DAT_COMPLETION_FLAGS flags,
+                  DAT_RMR_CONTEXT &context) override;
 
   ~UserQueuePair() override;
 
@@ -489,7 +538,10 @@ class VerbsDataPath final : public DataPath {
     l.max_cq = d.max_cq;
     l.max_cqe = d.max_cqe;
     l.max_mr = d.max_mr;
-    l.max_mw = d.max_mw;
+    // A window is of use only if the device can bind it (rxe: types 1 and 2B; siw: none).
+    l.max_mw = (d.device_cap_flags & IBV_DEVICE_MEM_WINDOW) != 0 ? d.max_mw : 0;
+    l.mw_type2 =
+        (d.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
     l.max_pd = d.max_pd;
     l.max_qp_rd_atom = d.max_qp_rd_atom;
     l.max_qp_init_rd_atom = d.max_qp_init_rd_atom;
@@ -541,7 +593,11 @@ class VerbsDataPath final : public DataPath {
                                                               DAT_MEM_PRIV_FLAGS privileges,
                                                               MemoryKeys &keys) override {
     if (!pz.pd || !verbs_) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
-    ibv_mr *mr = ibv_reg_mr(verbs_->pd(), address, length, access_flags(privileges));
+    // Every LMR may carry windows (dat_rmr_bind names any LMR of the PZ) where the device has
+    // them; a device without them may refuse the flag.
+    const auto limits = device_limits();
+    const int bindable = limits && limits->max_mw > 0 ? IBV_ACCESS_MW_BIND : 0;
+    ibv_mr *mr = ibv_reg_mr(verbs_->pd(), address, length, access_flags(privileges) | bindable);
     if (mr == nullptr) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
     auto region = std::make_unique<VerbsMr>(mr);
     keys.lmr_context = mr->lkey;
@@ -549,6 +605,19 @@ class VerbsDataPath final : public DataPath {
     keys.registered_length = mr->length;
     keys.registered_address = reinterpret_cast<DAT_VADDR>(mr->addr);
     return region;
+  }
+
+  [[nodiscard]] std::unique_ptr<MemoryWindow> make_memory_window(
+      Pz &pz, bool per_ep, DAT_RMR_CONTEXT &context) override {
+    if (!pz.pd || !verbs_) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
+    const auto limits = device_limits();
+    if (!limits || limits->max_mw <= 0 || (per_ep && !limits->mw_type2))
+      fail(DAT_MODEL_NOT_SUPPORTED);
+    ibv_mw *mw = ibv_alloc_mw(verbs_->pd(), per_ep ? IBV_MW_TYPE_2 : IBV_MW_TYPE_1);
+    if (mw == nullptr) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
+    auto window = std::make_unique<VerbsMw>(mw);
+    context = mw->rkey;
+    return window;
   }
 
   std::size_t poll_completions(Evd &evd) override {
@@ -613,11 +682,41 @@ class VerbsDataPath final : public DataPath {
       p.ep = &ep;
       p.evd = &evd;
       p.srq = nullptr;
+      p.rmr = nullptr;
       p.cookie = cookie;
       p.length = length;
       p.op = op;
       p.suppress = suppress;
     });
+  }
+  // Records a bind or invalidate of `rmr`'s window posted on `ep`; returns its wr_id.
+  std::uint64_t remember_bind(Ep &ep, Evd &evd, Rmr &rmr, DAT_RMR_COOKIE cookie, Op op,
+                              bool suppress) {
+    return pending_.add([&](Pending &p) {
+      p.ep = &ep;
+      p.evd = &evd;
+      p.srq = nullptr;
+      p.rmr = rmr.handle;
+      p.cookie = cookie;
+      p.length = 0;
+      p.op = op;
+      p.suppress = suppress;
+    });
+  }
+  // A bind event that no device request makes (the unbind of a type 2 window that is not
+  // bound): queued on `evd` as a completion would be, and its waiters woken.
+  static void complete_bind_now(Evd &evd, Rmr &rmr, DAT_RMR_COOKIE cookie) {
+    DAT_EVENT event{};
+    event.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
+    event.evd_handle = evd.handle;
+    auto &data = event.event_data.rmr_completion_event_data;
+    data.rmr_handle = rmr.handle;
+    data.user_cookie = cookie;
+    data.status = DAT_RMR_BIND_SUCCESS;
+    evd.local.push_back(event);
+    const std::uint64_t one = 1;
+    if (evd.wake.get() >= 0) (void)!::write(evd.wake.get(), &one, sizeof(one));
+    if (evd.cno != nullptr) (void)!::write(evd.cno->wake.get(), &one, sizeof(one));
   }
   void drop(std::uint64_t id) { pending_.remove(id); }
   // Records a receive posted to `srq`; returns its wr_id.
@@ -626,6 +725,7 @@ class VerbsDataPath final : public DataPath {
       p.ep = nullptr;
       p.evd = nullptr;
       p.srq = &srq;
+      p.rmr = nullptr;
       p.cookie = cookie;
       p.length = length;
       p.op = Op::recv;
@@ -635,6 +735,16 @@ class VerbsDataPath final : public DataPath {
   // `srq` is freed: its receives are forgotten (their completions make no events).
   void forget_srq(Srq &srq) {
     pending_.remove_if([&](const Pending &p) { return p.srq == &srq; });
+  }
+
+  // The MR a type 1 window's unbind names (a 0-byte bind of it), registered at the first.
+  ibv_mr *unbind_anchor() {
+    if (!unbind_anchor_) {
+      unbind_anchor_.reset(ibv_reg_mr(verbs_->pd(), anchor_bytes_.data(), anchor_bytes_.size(),
+                                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND));
+      if (!unbind_anchor_) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
+    }
+    return unbind_anchor_.get();
   }
 
   // Whether the IA's device is an iWARP RNIC (MPA's first-message rule applies).
@@ -743,6 +853,17 @@ class VerbsDataPath final : public DataPath {
       }
     }
     if (p.suppress && ok) return false;
+    if (is_bind(p.op)) [[unlikely]] {
+      event.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
+      event.evd_handle = evd.handle;
+      event.event_data = {};
+      auto &data = event.event_data.rmr_completion_event_data;
+      data.rmr_handle = p.rmr;
+      data.user_cookie = p.cookie;
+      data.status = to_dat(wc.status);
+      std::memset(event.event_extension_data, 0, sizeof(event.event_extension_data));
+      return true;
+    }
     const bool extended = extension.has_value();
     event.event_number =
         extended ? static_cast<DAT_EVENT_NUMBER>(DAT_IB_DTO_EVENT) : DAT_DTO_COMPLETION_EVENT;
@@ -848,6 +969,8 @@ class VerbsDataPath final : public DataPath {
   std::optional<DeviceLimits> limits_;
   std::unordered_map<Evd *, std::unique_ptr<Cq>> cqs_;
   PendingTable pending_;
+  std::array<std::byte, 64> anchor_bytes_{};
+  std::unique_ptr<ibv_mr, MrFreer> unbind_anchor_;  // see unbind_anchor()
 };
 
 // dat_srq_*'s queue: a verbs SRQ on the IA's PD.  Its receives are recorded as an EP's are (the
@@ -1182,6 +1305,94 @@ void UserQueuePair::check_atomic(const Request &r) {
     fail(DAT_PRIVILEGES_VIOLATION, DAT_PRIVILEGES_WRITE);
   if (r.remote->virtual_address % sizeof(std::uint64_t) != 0)
     fail(DAT_INVALID_PARAMETER, r.arg_remote);
+}
+
+// A bind takes a request slot (two for a type 2 window's rebind: the old binding is invalidated
+// first), goes where DAT requests may (the state table), and completes on the request EVD.
+DAT_RETURN UserQueuePair::bind(Rmr &rmr, const Lmr *lmr, const DAT_LMR_TRIPLET &target,
+                               DAT_MEM_PRIV_FLAGS privileges, DAT_RMR_COOKIE cookie,
+                               DAT_COMPLETION_FLAGS flags, DAT_RMR_CONTEXT &context) {
+  const auto state = static_cast<unsigned>(endpoint_.state_inline());
+  if (state >= KDAT_EP_STATE_LIMIT || !kPostPermissions.send[state])
+    fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+  Evd *evd = ep_.request_evd;
+  if (evd == nullptr) fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_EVD_REQUEST);
+  auto &window = static_cast<VerbsMw &>(*rmr.window);
+  const bool unbind = target.segment_length == 0;
+  const bool suppress = (flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0;
+  if (window.type2() && unbind && !window.bound()) {
+    // nothing to end: the unbind is complete already
+    context = window.rkey();
+    if (!suppress) VerbsDataPath::complete_bind_now(*evd, rmr, cookie);
+    return DAT_SUCCESS;
+  }
+  const std::size_t slots = window.type2() && window.bound() && !unbind ? 2 : 1;
+  const auto max_dtos = static_cast<std::size_t>(ep_.attr.max_request_dtos);
+  if (request_ + slots > max_dtos) {
+    (void)path_.poll_completions(*evd);
+    if (request_ + slots > max_dtos) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+  }
+  ibv_mw_bind_info info{};
+  if (!unbind) {
+    info.mr = static_cast<const VerbsMr &>(*lmr->region).mr();
+    info.addr = target.virtual_address;
+    info.length = target.segment_length;
+    info.mw_access_flags = static_cast<unsigned>(window_access(privileges));
+  } else {
+    // A 0-byte bind still names an MR: providers read its lkey whatever the length (rxe's
+    // and others' post paths), and the LMR bound last may be gone.
+    info.mr = path_.unbind_anchor();
+  }
+  const unsigned signaled = IBV_SEND_SIGNALED;
+  int rc = 0;
+  if (!window.type2()) {
+    // Type 1: verbs posts the bind and gives the window its next key.
+    ibv_mw_bind bind{};
+    bind.wr_id = path_.remember_bind(ep_, *evd, rmr, cookie, Op::bind, suppress);
+    bind.send_flags = signaled;
+    bind.bind_info = info;
+    rc = ibv_bind_mw(qp_, window.mw(), &bind);
+    if (rc != 0) path_.drop(bind.wr_id);
+  } else {
+    // Type 2: an invalidate of the current key (an unbind, or before a rebind; a rebind's
+    // invalidate reports nothing unless it fails), then the bind under the next key.
+    std::array<ibv_send_wr, 2> wr{};
+    std::size_t n = 0;
+    if (window.bound()) {
+      wr[n].wr_id =
+          path_.remember_bind(ep_, *evd, rmr, cookie, Op::invalidate, unbind ? suppress : true);
+      wr[n].opcode = IBV_WR_LOCAL_INV;
+      wr[n].send_flags = signaled;
+      wr[n].invalidate_rkey = window.rkey();
+      ++n;
+    }
+    if (!unbind) {
+      wr[n].wr_id = path_.remember_bind(ep_, *evd, rmr, cookie, Op::bind, suppress);
+      wr[n].opcode = IBV_WR_BIND_MW;
+      wr[n].send_flags = signaled;
+      wr[n].bind_mw.mw = window.mw();
+      wr[n].bind_mw.rkey = ibv_inc_rkey(window.rkey());
+      wr[n].bind_mw.bind_info = info;
+      ++n;
+    }
+    if (n == 2) wr[0].next = &wr[1];
+    ibv_send_wr *bad = nullptr;
+    rc = ibv_post_send(qp_, wr.data(), &bad);
+    if (rc != 0) {
+      // verbs took the requests before `bad` (none, on rxe, which checks a list whole)
+      for (ibv_send_wr *w = bad; w != nullptr; w = w->next) path_.drop(w->wr_id);
+      for (std::size_t i = 0; i < n && &wr[i] != bad; ++i) ++request_;
+    } else {
+      window.posted(unbind ? std::nullopt : std::optional(wr[n - 1].bind_mw.rkey));
+    }
+  }
+  if (rc != 0) {
+    if (rc == ENOMEM) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  }
+  request_ += slots;
+  context = window.rkey();
+  return DAT_SUCCESS;
 }
 
 // A DAT post: the EP's handle checked first (a bad handle is DAT_INVALID_HANDLE whatever the

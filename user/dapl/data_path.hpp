@@ -48,6 +48,16 @@ class QueuePair {
   virtual DAT_RETURN post_atomic(AtomicOp op, DAT_UINT64 compare_add, DAT_UINT64 swap,
                                  DAT_LMR_TRIPLET *local, DAT_DTO_COOKIE cookie,
                                  const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) = 0;
+  // dat_rmr_bind on this EP: binds the window of `rmr` to target.segment_length bytes of `lmr`
+  // at target.virtual_address with `privileges` (remote read/write), or unbinds it (length 0,
+  // `lmr` may be null); the bind's completion comes on the EP's request EVD as a
+  // DAT_RMR_BIND_COMPLETION_EVENT.  `context`: the RMR context the window has once the bind
+  // completes.  The checks that need no device (handles, PZs, bounds) are the caller's.
+  virtual DAT_RETURN bind(Rmr & /*rmr*/, const Lmr * /*lmr*/, const DAT_LMR_TRIPLET & /*target*/,
+                          DAT_MEM_PRIV_FLAGS /*privileges*/, DAT_RMR_COOKIE /*cookie*/,
+                          DAT_COMPLETION_FLAGS /*flags*/, DAT_RMR_CONTEXT & /*context*/) {
+    return error(DAT_NOT_IMPLEMENTED);
+  }
   // dat_ep_disconnect(graceful) of a CONNECTED EP.  With requests in flight: the EP goes
   // DISCONNECT_PENDING, its DREQ held until they complete (seed 001), and true; false: nothing
   // to wait for, the caller disconnects as usual.
@@ -82,6 +92,12 @@ class MemoryRegion {
   virtual ~MemoryRegion() = default;
 };
 
+// Per RMR: a memory window.  Destruction deallocates it (bound or not).
+class MemoryWindow {
+ public:
+  virtual ~MemoryWindow() = default;
+};
+
 // What the RDMA device allows (ibv_query_device, ibv_query_port of port 1), for ia_query and
 // the EP defaults.  Counts are clamped to DAT_COUNT.
 struct DeviceLimits {
@@ -93,13 +109,14 @@ struct DeviceLimits {
   std::int32_t max_cq = 0;
   std::int32_t max_cqe = 0;
   std::int32_t max_mr = 0;
-  std::int32_t max_mw = 0;
+  std::int32_t max_mw = 0;  // 0 also when the device cannot bind windows (no MEM_WINDOW cap)
   std::int32_t max_pd = 0;
   std::int32_t max_qp_rd_atom = 0;
   std::int32_t max_qp_init_rd_atom = 0;
   std::uint32_t max_msg_sz = 0;
   std::uint32_t active_mtu = 0;  // bytes; 0: unknown
   bool atomics = false;          // compare-and-swap and fetch-and-add (atomic_cap not NONE)
+  bool mw_type2 = false;         // type 2 windows (dat_rmr_create_for_ep)
   std::int32_t max_srq = 0;
   std::int32_t max_srq_wr = 0;
   std::int32_t max_srq_sge = 0;
@@ -141,6 +158,13 @@ class DataPath {
                                                                       DAT_VLEN length,
                                                                       DAT_MEM_PRIV_FLAGS privileges,
                                                                       MemoryKeys &keys) = 0;
+  // dat_rmr_create (per_ep false) and dat_rmr_create_for_ep (true): a memory window on the PZ's
+  // PD, type 1 (any QP of the PD binds it and reaches it through its context: DAT_RMR_SCOPE_PZ)
+  // or type 2 (bound by one QP, reached only through that QP: DAT_RMR_SCOPE_EP).  `context`:
+  // its RMR context while unbound.  Failure(DAT_MODEL_NOT_SUPPORTED) on a device without
+  // memory windows (max_mw 0; ia_query's max_rmrs says so).
+  [[nodiscard]] virtual std::unique_ptr<MemoryWindow> make_memory_window(
+      Pz &pz, bool per_ep, DAT_RMR_CONTEXT &context) = 0;
   // Moves completions of `evd`'s CQ into evd.local; returns how many.
   virtual std::size_t poll_completions(Evd &evd) = 0;
   // evd_dequeue's short way, for when nothing may come before the CQ's next completion

@@ -92,9 +92,9 @@ Evd &make_async_evd(Ia &ia, DAT_COUNT qlen) {
 // Frees everything `ia` owns, dependants first (used by abrupt close and by a failed open).
 void free_children(Ia &ia) {
   static constexpr DAT_HANDLE_TYPE order[] = {
-      DAT_HANDLE_TYPE_CR,  DAT_HANDLE_TYPE_RSP, DAT_HANDLE_TYPE_PSP,
-      DAT_HANDLE_TYPE_EP,  DAT_HANDLE_TYPE_SRQ, DAT_HANDLE_TYPE_LMR,
-      DAT_HANDLE_TYPE_EVD, DAT_HANDLE_TYPE_CNO, DAT_HANDLE_TYPE_PZ};
+      DAT_HANDLE_TYPE_RMR, DAT_HANDLE_TYPE_CR,  DAT_HANDLE_TYPE_RSP, DAT_HANDLE_TYPE_PSP,
+      DAT_HANDLE_TYPE_EP,  DAT_HANDLE_TYPE_SRQ, DAT_HANDLE_TYPE_LMR, DAT_HANDLE_TYPE_EVD,
+      DAT_HANDLE_TYPE_CNO, DAT_HANDLE_TYPE_PZ};
   for (const auto type : order) {
     std::vector<Object *> victims;
     for (Object *o : ia.children)
@@ -199,8 +199,12 @@ void fill_ia_attr(const Ia &ia, const std::optional<DeviceLimits> &d, DAT_IA_ATT
         d->max_sge_rd > 0 ? std::min(d->max_sge_rd, d->max_sge) : d->max_sge;
     a.max_iov_segments_per_rdma_write = d->max_sge;
   }
-  // max_rmrs / max_rmr_target_address stay 0: rmr_* is not implemented (README), and a
-  // consumer that sizes its RMR use by them (dapltest's limit test) must not try.
+  // Memory windows where the device binds them (0 says there are none: rmr_create answers
+  // DAT_MODEL_NOT_SUPPORTED), as libdaplofa reports them.
+  if (d && d->max_mw > 0) {
+    a.max_rmrs = d->max_mw;
+    a.max_rmr_target_address = d->max_mr_size;
+  }
   if (d && d->max_srq > 0) {
     a.max_srqs = d->max_srq;
     a.max_ep_per_srq = a.max_eps;
@@ -247,7 +251,9 @@ void fill_provider_attr(Ia &ia, const std::optional<DeviceLimits> &d, DAT_PROVID
   a.lmr_sync_req = DAT_FALSE;
   a.dto_async_return_guaranteed = DAT_FALSE;
   a.rdma_write_for_rdma_read_req = DAT_FALSE;
-  a.rmr_scope_supported = DAT_RMR_SCOPE_EP;
+  // rmr_create's windows are type 1 (PZ scope), rmr_create_for_ep's type 2 (EP scope).
+  a.rmr_scope_supported =
+      d && d->max_mw > 0 ? (d->mw_type2 ? DAT_RMR_SCOPE_ANY : DAT_RMR_SCOPE_PZ) : DAT_RMR_SCOPE_EP;
   a.is_signal_safe = DAT_FALSE;
   a.ha_supported = DAT_FALSE;
   a.ha_loadbalancing = DAT_HA_LB_NONE;
@@ -411,6 +417,7 @@ Ia::Ia(const Instance &inst, std::shared_ptr<KernelFile> kernel_file, std::strin
 Ia::~Ia() = default;
 Pz::~Pz() = default;
 Lmr::~Lmr() = default;
+Rmr::~Rmr() = default;
 
 kdat::Address to_address(const sockaddr *addr) {
   if (addr == nullptr) fail(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);

@@ -229,6 +229,7 @@ struct Cno;
 
 class ProtectionDomain;
 class MemoryRegion;
+class MemoryWindow;
 class SharedReceiveQueue;
 
 struct Pz : Object {
@@ -352,6 +353,19 @@ struct Lmr : Object {
   DAT_RMR_CONTEXT rmr_context = 0;
   DAT_VLEN registered_length = 0;
   DAT_VADDR registered_address = 0;
+};
+
+// A memory window (dat_rmr_create, dat_rmr_create_for_ep): what dat_rmr_bind bound it to last.
+struct Rmr : Object {
+  static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_RMR;
+  ~Rmr() override;
+  std::unique_ptr<MemoryWindow> window;
+  Pz *pz = nullptr;
+  DAT_RMR_SCOPE scope = DAT_RMR_SCOPE_PZ;  // DAT_RMR_SCOPE_EP: made by rmr_create_for_ep
+  DAT_LMR_TRIPLET target{};                // segment_length 0: unbound
+  DAT_MEM_PRIV_FLAGS privileges{};
+  DAT_RMR_CONTEXT context = 0;
+  const Ep *bound_ep = nullptr;  // the EP that bound it last (a type 2 window answers only there)
 };
 
 // The /dev/kdat file that the IAs of one device path in this process share: one kernel owner,

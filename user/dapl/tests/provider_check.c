@@ -21,6 +21,7 @@
 #include <dat2/udat.h>
 /* (after udat.h) */
 #include <dat2/dat_ib_extensions.h>
+#include <dat2/dat_registry.h> /* the provider table's redirection macros */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -417,6 +418,200 @@ static void srq_shared(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL 
   expect("srq: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);
   expect("srq: srq_resize to 16", dat_srq_resize(srq, 16), DAT_SUCCESS);
   expect("srq: srq_free", dat_srq_free(srq), DAT_SUCCESS);
+  dat_evd_free(s_dto);
+  dat_evd_free(s_conn);
+  dat_evd_free(c_dto);
+  dat_evd_free(c_conn);
+}
+
+/* Memory windows (dat_rmr_*): the server binds windows onto parts of its LMR on its EP and the
+ * client reaches them only through the windows' contexts, only while and where they are bound.
+ * A type 1 window (rmr_create, PZ scope) and a type 2 one (rmr_create_for_ep, EP scope, rebound
+ * under a new key); the last write goes through an unbound window's old context and must fail at
+ * the peer (DAT_DTO_ERR_REMOTE_ACCESS). */
+static int bind_done(const char *what, DAT_EVD_HANDLE evd, DAT_RMR_HANDLE rmr, uint64_t cookie) {
+  DAT_EVENT ev;
+  DAT_EVENT_NUMBER n = next_event(evd, &ev);
+  const DAT_RMR_BIND_COMPLETION_EVENT_DATA *d = &ev.event_data.rmr_completion_event_data;
+  int ok = n == DAT_RMR_BIND_COMPLETION_EVENT && d->rmr_handle == rmr &&
+           d->user_cookie.as_64 == cookie && d->status == DAT_RMR_BIND_SUCCESS;
+  if (!ok)
+    printf("     (event 0x%x rmr %p cookie 0x%llx status %d)\n", n, (void *)d->rmr_handle,
+           (unsigned long long)d->user_cookie.as_64, (int)d->status);
+  return truth(what, ok);
+}
+
+/* RDMA-writes 64 bytes of cbuf + from to the window context `ctx` at sbuf + at; true if the write
+ * completed as `status` and (on success) the bytes landed. */
+static int write_through(const char *what, DAT_EP_HANDLE c, DAT_EVD_HANDLE c_dto,
+                         DAT_LMR_CONTEXT c_l, char *cbuf, size_t from, DAT_RMR_CONTEXT ctx,
+                         char *sbuf, size_t at, DAT_DTO_COMPLETION_STATUS status) {
+  DAT_LMR_TRIPLET iov = triplet(c_l, cbuf + from, 64);
+  DAT_RMR_TRIPLET r;
+  DAT_DTO_COOKIE ck;
+  char line[120];
+  r.rmr_context = ctx;
+  r.virtual_address = (DAT_VADDR)(uintptr_t)(sbuf + at);
+  r.segment_length = 64;
+  ck.as_64 = 0x700 + at;
+  memset(sbuf + at, 0, 64);
+  snprintf(line, sizeof(line), "%s: post_rdma_write", what);
+  if (!expect(line, dat_ep_post_rdma_write(c, 1, &iov, ck, &r, DAT_COMPLETION_DEFAULT_FLAG),
+              DAT_SUCCESS))
+    return 0;
+  snprintf(line, sizeof(line), "%s: completion", what);
+  if (!dto_done(line, c_dto, ck.as_64, 64, status)) return 0;
+  if (status != DAT_DTO_SUCCESS) return 1;
+  snprintf(line, sizeof(line), "%s: the bytes landed", what);
+  return truth(line, memcmp(sbuf + at, cbuf + from, 64) == 0);
+}
+
+static void memory_windows(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port,
+                           DAT_PZ_HANDLE pz, DAT_EVD_HANDLE cr_evd, DAT_LMR_CONTEXT c_l, char *cbuf,
+                           DAT_LMR_HANDLE s_lmr, DAT_LMR_CONTEXT s_l, char *sbuf) {
+  DAT_EVD_HANDLE c_conn = DAT_HANDLE_NULL, c_dto = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE s_conn = DAT_HANDLE_NULL, s_dto = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL;
+  DAT_RMR_HANDLE w1 = DAT_HANDLE_NULL, w2 = DAT_HANDLE_NULL, bad = DAT_HANDLE_NULL;
+  DAT_RMR_CONTEXT k1 = 0, k1_old = 0, k2 = 0, k2_old = 0;
+  DAT_RMR_PARAM rp;
+  DAT_IA_ATTR ia_attr;
+  DAT_PROVIDER_ATTR pa;
+  DAT_LMR_TRIPLET t;
+  DAT_RMR_COOKIE ck;
+  DAT_EVENT ev;
+  const DAT_MEM_PRIV_FLAGS rw =
+      (DAT_MEM_PRIV_FLAGS)(DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG);
+
+  dat_ia_query(ia, NULL, DAT_IA_ALL, &ia_attr, DAT_PROVIDER_FIELD_ALL, &pa);
+  truth("mw: ia_query: max_rmrs > 0 and max_rmr_target_address > 0",
+        ia_attr.max_rmrs > 0 && ia_attr.max_rmr_target_address > 0);
+  truth("mw: ia_query: rmr_scope_supported is DAT_RMR_SCOPE_ANY",
+        pa.rmr_scope_supported == DAT_RMR_SCOPE_ANY);
+  expect("mw: rmr_create on an EVD handle", dat_rmr_create(cr_evd, &bad), DAT_INVALID_HANDLE);
+  if (!expect("mw: rmr_create", dat_rmr_create(pz, &w1), DAT_SUCCESS)) return;
+  /* Debian's libdat2 declares dat_rmr_create_for_ep but does not export it: a consumer calls
+   * the provider through dat_redirection.h's macro, as libdat2's own entry points do */
+  expect("mw: rmr_create_for_ep", DAT_RMR_CREATE_FOR_EP(pz, &w2), DAT_SUCCESS);
+  expect("mw: pz_free while RMRs use it", dat_pz_free(pz), DAT_INVALID_STATE);
+  memset(&rp, 0xff, sizeof(rp));
+  expect("mw: rmr_query (unbound)", dat_rmr_query(w1, DAT_RMR_FIELD_ALL, &rp), DAT_SUCCESS);
+  /* (the IA as the provider names it: see ia_query's) */
+  truth("mw: rmr_query: an IA, the PZ, PZ scope, nothing bound",
+        rp.ia_handle != DAT_HANDLE_NULL && rp.pz_handle == pz && rp.rmr_scope == DAT_RMR_SCOPE_PZ &&
+            rp.lmr_triplet.segment_length == 0);
+  dat_rmr_query(w2, DAT_RMR_FIELD_ALL, &rp);
+  truth("mw: rmr_query (for_ep): EP scope", rp.rmr_scope == DAT_RMR_SCOPE_EP);
+
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &c_conn);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_DTO_FLAG, &c_dto);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &s_conn);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG, &s_dto);
+  dat_ep_create(ia, pz, c_dto, c_dto, c_conn, NULL, &c);
+  dat_ep_create(ia, pz, s_dto, s_dto, s_conn, NULL, &s);
+  t = triplet(s_l, sbuf + 1024, 1024);
+  ck.as_64 = 0x51;
+  expect("mw: rmr_bind on an UNCONNECTED EP",
+         dat_rmr_bind(w1, s_lmr, &t, rw, DAT_VA_TYPE_VA, s, ck, DAT_COMPLETION_DEFAULT_FLAG, &k1),
+         DAT_INVALID_STATE);
+  if (!connect_pair("mw", c, s, addr, port, cr_evd, c_conn, s_conn)) goto out;
+
+  /* refused before anything is posted */
+  t = triplet(s_l, sbuf + 8192 - 512, 1024);
+  expect("mw: rmr_bind past the LMR's end",
+         dat_rmr_bind(w1, s_lmr, &t, rw, DAT_VA_TYPE_VA, s, ck, DAT_COMPLETION_DEFAULT_FLAG, &k1),
+         DAT_LENGTH_ERROR);
+  t = triplet(s_l, sbuf + 1024, 1024);
+  expect("mw: rmr_bind with an EVD as LMR",
+         dat_rmr_bind(w1, s_dto, &t, rw, DAT_VA_TYPE_VA, s, ck, DAT_COMPLETION_DEFAULT_FLAG, &k1),
+         DAT_INVALID_HANDLE);
+  expect(
+      "mw: rmr_bind with an LMR as EP",
+      dat_rmr_bind(w1, s_lmr, &t, rw, DAT_VA_TYPE_VA, s_lmr, ck, DAT_COMPLETION_DEFAULT_FLAG, &k1),
+      DAT_INVALID_HANDLE);
+  expect("mw: rmr_bind with no context out",
+         dat_rmr_bind(w1, s_lmr, &t, rw, DAT_VA_TYPE_VA, s, ck, DAT_COMPLETION_DEFAULT_FLAG, NULL),
+         DAT_INVALID_PARAMETER);
+
+  /* type 1: bound to [1024, 2048) of the server's buffer */
+  expect("mw: rmr_bind (type 1)",
+         dat_rmr_bind(w1, s_lmr, &t, rw, DAT_VA_TYPE_VA, s, ck, DAT_COMPLETION_DEFAULT_FLAG, &k1),
+         DAT_SUCCESS);
+  bind_done("mw: bind completion on the server's request EVD", s_dto, w1, 0x51);
+  dat_rmr_query(w1, DAT_RMR_FIELD_ALL, &rp);
+  truth("mw: rmr_query: the bound triplet, privileges and the new context",
+        rp.rmr_context == k1 && rp.lmr_triplet.virtual_address == t.virtual_address &&
+            rp.lmr_triplet.segment_length == 1024 && rp.mem_priv == rw);
+  write_through("mw: write through the type 1 window", c, c_dto, c_l, cbuf, 100, k1, sbuf, 1500,
+                DAT_DTO_SUCCESS);
+  {
+    /* and read back through it */
+    DAT_LMR_TRIPLET iov = triplet(c_l, cbuf + 4096, 64);
+    DAT_RMR_TRIPLET r;
+    DAT_DTO_COOKIE rc;
+    memset(cbuf + 4096, 0, 64);
+    r.rmr_context = k1;
+    r.virtual_address = (DAT_VADDR)(uintptr_t)(sbuf + 1500);
+    r.segment_length = 64;
+    rc.as_64 = 0x7ead;
+    expect("mw: read through the type 1 window: post_rdma_read",
+           dat_ep_post_rdma_read(c, 1, &iov, rc, &r, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+    dto_done("mw: read through the type 1 window: completion", c_dto, 0x7ead, 64, DAT_DTO_SUCCESS);
+    truth("mw: read through the type 1 window: the bytes came back",
+          memcmp(cbuf + 4096, sbuf + 1500, 64) == 0);
+  }
+
+  /* type 2: bound, then rebound elsewhere under a new key, then unbound */
+  t = triplet(s_l, sbuf + 3072, 512);
+  ck.as_64 = 0x52;
+  expect("mw: rmr_bind (type 2)",
+         dat_rmr_bind(w2, s_lmr, &t, rw, DAT_VA_TYPE_VA, s, ck, DAT_COMPLETION_DEFAULT_FLAG, &k2),
+         DAT_SUCCESS);
+  bind_done("mw: type 2 bind completion", s_dto, w2, 0x52);
+  write_through("mw: write through the type 2 window", c, c_dto, c_l, cbuf, 200, k2, sbuf, 3100,
+                DAT_DTO_SUCCESS);
+  k2_old = k2;
+  t = triplet(s_l, sbuf + 5120, 512);
+  ck.as_64 = 0x53;
+  expect("mw: rmr_bind (type 2, rebind)",
+         dat_rmr_bind(w2, s_lmr, &t, rw, DAT_VA_TYPE_VA, s, ck, DAT_COMPLETION_DEFAULT_FLAG, &k2),
+         DAT_SUCCESS);
+  bind_done("mw: type 2 rebind: one completion", s_dto, w2, 0x53);
+  truth("mw: type 2 rebind: a new context", k2 != k2_old);
+  write_through("mw: write through the rebound type 2 window", c, c_dto, c_l, cbuf, 300, k2, sbuf,
+                5200, DAT_DTO_SUCCESS);
+  t.segment_length = 0;
+  ck.as_64 = 0x54;
+  expect("mw: rmr_bind length 0 (type 2 unbind)",
+         dat_rmr_bind(w2, DAT_HANDLE_NULL, &t, rw, DAT_VA_TYPE_VA, s, ck,
+                      DAT_COMPLETION_DEFAULT_FLAG, &k2),
+         DAT_SUCCESS);
+  bind_done("mw: type 2 unbind completion", s_dto, w2, 0x54);
+
+  /* type 1 unbound: its old context reaches nothing */
+  k1_old = k1;
+  ck.as_64 = 0x55;
+  expect("mw: rmr_bind length 0 (type 1 unbind)",
+         dat_rmr_bind(w1, DAT_HANDLE_NULL, &t, rw, DAT_VA_TYPE_VA, s, ck,
+                      DAT_COMPLETION_DEFAULT_FLAG, &k1),
+         DAT_SUCCESS);
+  bind_done("mw: type 1 unbind completion", s_dto, w1, 0x55);
+  dat_rmr_query(w1, DAT_RMR_FIELD_ALL, &rp);
+  truth("mw: rmr_query after the unbind: nothing bound", rp.lmr_triplet.segment_length == 0);
+  write_through("mw: write through the unbound window's old context", c, c_dto, c_l, cbuf, 400,
+                k1_old, sbuf, 1500, DAT_DTO_ERR_REMOTE_ACCESS);
+  truth("mw: ...left the server's bytes alone", memcmp(sbuf + 1500, cbuf + 400, 64) != 0);
+  /* the failed write put the client's QP in error; the connection ends as after any error */
+  dat_ep_disconnect(c, DAT_CLOSE_ABRUPT_FLAG);
+  truth("mw: client DISCONNECTED", next_event(c_conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+  truth("mw: server DISCONNECTED", next_event(s_conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+out:
+  expect("mw: ep_free (client)", dat_ep_free(c), DAT_SUCCESS);
+  expect("mw: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);
+  expect("mw: rmr_free (type 1)", dat_rmr_free(w1), DAT_SUCCESS);
+  expect("mw: rmr_free (type 2)", dat_rmr_free(w2), DAT_SUCCESS);
+  expect("mw: rmr_query of a freed RMR", dat_rmr_query(w1, DAT_RMR_FIELD_ALL, &rp),
+         DAT_INVALID_HANDLE);
   dat_evd_free(s_dto);
   dat_evd_free(s_conn);
   dat_evd_free(c_dto);
@@ -1016,6 +1211,7 @@ static void data_path(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL p
   peer_gone_while_waiting(ia, addr, port, pz, cr_evd, s_l, sbuf, 1);
   graceful_drains_sends(ia, addr, port, pz, cr_evd);
   srq_shared(ia, addr, port, pz, cr_evd, c_l, cbuf, s_l, sbuf);
+  memory_windows(ia, addr, port, pz, cr_evd, c_l, cbuf, s_lmr, s_l, sbuf);
 out:
   expect("dp: ep_free (client)", dat_ep_free(c), DAT_SUCCESS);
   expect("dp: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);
@@ -1368,6 +1564,7 @@ out:
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* a crash still shows the last check it passed */
   if (argc == 4 && strcmp(argv[1], "--open-fails") == 0) return open_fails(argv[2], argv[3]);
   const int free_only = argc == 5 && strcmp(argv[1], "--free-connected") == 0;
   if (free_only) {
