@@ -1,5 +1,7 @@
 // The memory calls: validated here, carried out by the IA's DataPath (data_path.hpp).  The posts
 // live in data_path.cpp, beside the QP they go to (one function per post).
+#include <algorithm>
+
 #include "data_path.hpp"
 #include "provider.hpp"
 
@@ -78,6 +80,31 @@ DAT_RETURN lmr_free(DAT_LMR_HANDLE handle) {
     --lmr.pz->users;
     ++lmr.ia->counters[DCNT_IA_LMR_FREE];
     drop_child(lmr);
+    return DAT_SUCCESS;
+  });
+}
+
+// dat_lmr_sync_rdma_read / _write: the memory an RDMA device reads and writes here is coherent
+// with the CPU's caches (ia_query's lmr_sync_req is FALSE), so there is nothing to flush; the
+// call checks its arguments as DAT says: every segment lies in an LMR of the IA, named by its
+// LMR context.
+DAT_RETURN lmr_sync(DAT_IA_HANDLE ia_handle, const DAT_LMR_TRIPLET *segments, DAT_VLEN count) {
+  return guard([&]() -> DAT_RETURN {
+    auto lock = lock_provider();
+    auto &ia = lookup_as<Ia>(ia_handle, DAT_INVALID_HANDLE_IA);
+    if (count > 0 && segments == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    for (DAT_VLEN i = 0; i < count; ++i) {
+      const DAT_LMR_TRIPLET &t = segments[i];
+      const bool held = std::any_of(ia.children.begin(), ia.children.end(), [&](Object *o) {
+        if (o->type != DAT_HANDLE_TYPE_LMR) return false;
+        const auto &lmr = static_cast<const Lmr &>(*o);
+        const DAT_VADDR start = lmr.registered_address;
+        return lmr.lmr_context == t.lmr_context && t.virtual_address >= start &&
+               t.virtual_address - start <= lmr.registered_length &&
+               t.segment_length <= lmr.registered_length - (t.virtual_address - start);
+      });
+      if (!held) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    }
     return DAT_SUCCESS;
   });
 }
@@ -204,10 +231,10 @@ void fill_data_table(DAT_PROVIDER &p) {
   p.rmr_query_func = &rmr_query;
   p.rmr_bind_func = &rmr_bind;
   p.rmr_free_func = &rmr_free;
-  // Not yet (README): LMR sync, send with invalidate, RDMA read to RMR.
-  KDAT_NOT_IMPLEMENTED(p, lmr_sync_rdma_read_func);
-  KDAT_NOT_IMPLEMENTED(p, lmr_sync_rdma_write_func);
-  KDAT_NOT_IMPLEMENTED(p, ep_post_send_with_invalidate_func);
+  p.lmr_sync_rdma_read_func = &lmr_sync;
+  p.lmr_sync_rdma_write_func = &lmr_sync;
+  p.ep_post_send_with_invalidate_func = &post_send_with_invalidate;
+  // Not yet (README): RDMA read to an RMR (iWARP's read into a local window).
   KDAT_NOT_IMPLEMENTED(p, ep_post_rdma_read_to_rmr_func);
 }
 

@@ -152,9 +152,15 @@ DAT_DTO_COMPLETION_STATUS to_dat(ibv_wc_status status) {
   }
 }
 
+// A receive that invalidated one of our windows (the peer's send with invalidate).  rxe (Debian
+// 12's rdma-core 44 on its 6.1 kernel) hands the kernel's IB_WC_WITH_INVALIDATE (1 << 2) to
+// userspace unconverted, where that bit is IBV_WC_IP_CSUM_OK, which an RC receive never has.
+constexpr unsigned kWithInvalidate = IBV_WC_WITH_INV | IBV_WC_IP_CSUM_OK;
+
 // What a DAT post asks for.
 enum class Op {
   send,
+  send_with_invalidate,  // a send that invalidates the peer's window (its RMR context)
   recv,
   rdma_read,
   rdma_write,
@@ -172,7 +178,8 @@ constexpr bool is_atomic(Op op) { return op == Op::compare_and_swap || op == Op:
 // The operation a completion reports: DAT's DTOs, the IB extension's DTOs for its requests.
 constexpr DAT_DTOS reported(Op op) {
   switch (op) {
-    case Op::send: return DAT_DTO_SEND;
+    case Op::send:
+    case Op::send_with_invalidate: return DAT_DTO_SEND;
     case Op::recv: return DAT_DTO_RECEIVE;
     case Op::rdma_read: return DAT_DTO_RDMA_READ;
     case Op::rdma_write: return DAT_DTO_RDMA_WRITE;
@@ -200,6 +207,7 @@ constexpr ibv_wr_opcode opcode_of(Op op) {
     case Op::rdma_read: return IBV_WR_RDMA_READ;
     case Op::rdma_write: return IBV_WR_RDMA_WRITE;
     case Op::rdma_write_immed: return IBV_WR_RDMA_WRITE_WITH_IMM;
+    case Op::send_with_invalidate: return IBV_WR_SEND_WITH_INV;
     case Op::compare_and_swap: return IBV_WR_ATOMIC_CMP_AND_SWP;
     case Op::fetch_and_add: return IBV_WR_ATOMIC_FETCH_AND_ADD;
     default: return IBV_WR_SEND;
@@ -274,7 +282,8 @@ void count_post(Ep &ep, Op op, DAT_VLEN length) {
     c[bytes] += length;
   };
   switch (op) {
-    case Op::send: add(DCNT_EP_POST_SEND, DCNT_EP_POST_SEND_DATA); break;
+    case Op::send:
+    case Op::send_with_invalidate: add(DCNT_EP_POST_SEND, DCNT_EP_POST_SEND_DATA); break;
     case Op::recv: add(DCNT_EP_POST_RECV, DCNT_EP_POST_RECV_DATA); break;
     case Op::rdma_read: add(DCNT_EP_POST_READ, DCNT_EP_POST_READ_DATA); break;
     case Op::rdma_write: add(DCNT_EP_POST_WRITE, DCNT_EP_POST_WRITE_DATA); break;
@@ -833,8 +842,15 @@ class VerbsDataPath final : public DataPath {
     DAT_DTOS operation = reported(p.op);
     std::optional<DAT_IB_EXT_TYPE> extension = extension_of(p.op);
     bool immed = false;
+    DAT_RMR_CONTEXT invalidated = 0;
     if (recv && ok) {
       auto &c = p.ep->counters;
+      // The peer's send invalidated a window of ours: the event names its context, and the RMR
+      // is unbound from now on.
+      if (wc.wc_flags & kWithInvalidate) [[unlikely]] {
+        invalidated = wc.invalidated_rkey;
+        window_invalidated(*p.ep->ia, invalidated);
+      }
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         ++c[DCNT_EP_RECV_RDMA_IMM];
         c[DCNT_EP_RECV_RDMA_IMM_DATA] += wc.byte_len;
@@ -875,6 +891,7 @@ class VerbsDataPath final : public DataPath {
     data.status = to_dat(wc.status);
     data.operation = operation;
     data.transfered_length = recv ? (ok ? wc.byte_len : 0) : p.length;
+    data.rmr_context = invalidated;
     std::memset(event.event_extension_data, 0, sizeof(event.event_extension_data));
     if (extended) {
       DAT_IB_EXTENSION_EVENT_DATA ext{};
@@ -896,6 +913,21 @@ class VerbsDataPath final : public DataPath {
   void delist(std::vector<UserQueuePair *> &list, UserQueuePair &qp) {
     std::erase(list, &qp);
     serviced_ = !holding_.empty() || !draining_.empty();
+  }
+
+  // The peer invalidated our window whose key is `rkey` (a send with invalidate): its RMR is
+  // unbound.  Out of line: such receives are rare, and the walk is over the IA's objects.
+  [[gnu::noinline]] static void window_invalidated(Ia &ia, std::uint32_t rkey) {
+    for (Object *o : ia.children) {
+      if (o->type != DAT_HANDLE_TYPE_RMR) continue;
+      auto &rmr = static_cast<Rmr &>(*o);
+      auto &window = static_cast<VerbsMw &>(*rmr.window);
+      if (window.rkey() != rkey || rmr.target.segment_length == 0) continue;
+      window.posted(std::nullopt);
+      rmr.target = {};
+      rmr.privileges = DAT_MEM_PRIV_NONE_FLAG;
+      rmr.bound_ep = nullptr;
+    }
   }
 
   // The SRQ receive `p` was taken from a CQ: the EP whose QP consumed it (null if it was freed
@@ -1065,10 +1097,10 @@ template <Op kOp>
 DAT_RETURN UserQueuePair::post(const Request &r) {
   // What depends on the operation is decided when this is compiled (one copy per operation).
   constexpr bool recv = kOp == Op::recv;
-  constexpr bool to_remote = kOp != Op::send && !recv;
+  constexpr bool to_remote = kOp != Op::send && kOp != Op::send_with_invalidate && !recv;
   constexpr bool atomic = is_atomic(kOp);
-  constexpr bool carries_data =
-      kOp == Op::send || kOp == Op::rdma_write || kOp == Op::rdma_write_immed;
+  constexpr bool carries_data = kOp == Op::send || kOp == Op::send_with_invalidate ||
+                                kOp == Op::rdma_write || kOp == Op::rdma_write_immed;
   const auto state = static_cast<unsigned>(endpoint_.state_inline());
   // The state table says where each may be posted: receives before the connection and while
   // a graceful disconnect drains (seed 001 stops only new sends, RDMA and binds then), not once
@@ -1162,6 +1194,8 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
     }
     // As libdaplofa: the consumer's 32 bits unchanged (see take()).
     if constexpr (kOp == Op::rdma_write_immed) wr.imm_data = r.immed;
+    // (a union with imm_data: the peer's RMR context to invalidate)
+    if constexpr (kOp == Op::send_with_invalidate) wr.invalidate_rkey = r.immed;
     if (first_send_ != FirstSend::open && must_hold()) {
       hold(id, wr);
       ++outstanding;
@@ -1320,6 +1354,12 @@ DAT_RETURN UserQueuePair::bind(Rmr &rmr, const Lmr *lmr, const DAT_LMR_TRIPLET &
   auto &window = static_cast<VerbsMw &>(*rmr.window);
   const bool unbind = target.segment_length == 0;
   const bool suppress = (flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0;
+  // A peer's send may have invalidated a type 2 window already: its receive says so (see
+  // window_invalidated), and is taken first, since rxe on Debian's 6.1 kernel dereferences a
+  // null QP when a type 2 window that is no longer bound is invalidated again.
+  if (window.type2() && window.bound() && rmr.bound_ep != nullptr &&
+      rmr.bound_ep->recv_evd != nullptr)
+    path_.poll_only(*rmr.bound_ep->recv_evd);
   if (window.type2() && unbind && !window.bound()) {
     // nothing to end: the unbind is complete already
     context = window.rkey();
@@ -1427,6 +1467,14 @@ Request rdma_request(DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
 DAT_RETURN post_send(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                      DAT_COMPLETION_FLAGS flags) {
   return post_to<Op::send>(ep, {.segments = n, .iov = iov, .cookie = cookie, .flags = flags});
+}
+
+DAT_RETURN post_send_with_invalidate(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+                                     DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags,
+                                     DAT_BOOLEAN invalidate, DAT_RMR_CONTEXT rmr_context) {
+  if (invalidate == DAT_FALSE) return post_send(ep, n, iov, cookie, flags);
+  return post_to<Op::send_with_invalidate>(
+      ep, {.segments = n, .iov = iov, .cookie = cookie, .flags = flags, .immed = rmr_context});
 }
 
 DAT_RETURN post_recv(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,

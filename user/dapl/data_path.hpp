@@ -25,6 +25,11 @@ enum class AtomicOp { compare_and_swap, fetch_and_add };
 // without a user-owned QP answers DAT_NOT_IMPLEMENTED.
 DAT_RETURN post_send(DAT_EP_HANDLE ep, DAT_COUNT segments, DAT_LMR_TRIPLET *iov,
                      DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
+// dat_ep_post_send_with_invalidate: with invalidate TRUE the send also invalidates the peer's
+// window `rmr_context` (its receive's event names it); with FALSE a plain send.
+DAT_RETURN post_send_with_invalidate(DAT_EP_HANDLE ep, DAT_COUNT segments, DAT_LMR_TRIPLET *iov,
+                                     DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags,
+                                     DAT_BOOLEAN invalidate, DAT_RMR_CONTEXT rmr_context);
 DAT_RETURN post_recv(DAT_EP_HANDLE ep, DAT_COUNT segments, DAT_LMR_TRIPLET *iov,
                      DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags);
 DAT_RETURN post_rdma_read(DAT_EP_HANDLE ep, DAT_COUNT segments, DAT_LMR_TRIPLET *iov,

@@ -483,6 +483,16 @@ static void memory_windows(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_Q
   const DAT_MEM_PRIV_FLAGS rw =
       (DAT_MEM_PRIV_FLAGS)(DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG);
 
+  /* LMR sync: coherent memory, nothing to do; the segments are still checked */
+  t = triplet(s_l, sbuf + 100, 200);
+  expect("lmr_sync_rdma_read", dat_lmr_sync_rdma_read(ia, &t, 1), DAT_SUCCESS);
+  expect("lmr_sync_rdma_write", dat_lmr_sync_rdma_write(ia, &t, 1), DAT_SUCCESS);
+  t = triplet(s_l, sbuf + 8000, 400);
+  expect("lmr_sync_rdma_read past the LMR's end", dat_lmr_sync_rdma_read(ia, &t, 1),
+         DAT_INVALID_PARAMETER);
+  expect("lmr_sync_rdma_write with an IA handle that is an EVD",
+         dat_lmr_sync_rdma_write(cr_evd, &t, 1), DAT_INVALID_HANDLE);
+
   dat_ia_query(ia, NULL, DAT_IA_ALL, &ia_attr, DAT_PROVIDER_FIELD_ALL, &pa);
   truth("mw: ia_query: max_rmrs > 0 and max_rmr_target_address > 0",
         ia_attr.max_rmrs > 0 && ia_attr.max_rmr_target_address > 0);
@@ -580,6 +590,46 @@ static void memory_windows(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_Q
   truth("mw: type 2 rebind: a new context", k2 != k2_old);
   write_through("mw: write through the rebound type 2 window", c, c_dto, c_l, cbuf, 300, k2, sbuf,
                 5200, DAT_DTO_SUCCESS);
+
+  /* the client's send invalidates the server's type 2 window: the server's receive names it,
+   * and the window is unbound (its unbind completes at once; it can be bound again) */
+  {
+    DAT_LMR_TRIPLET rx = triplet(s_l, sbuf + 6144, 64), tx = triplet(c_l, cbuf + 6144, 64);
+    DAT_DTO_COOKIE dc;
+    dc.as_64 = 0x5e;
+    expect("mw: server post_recv", dat_ep_post_recv(s, 1, &rx, dc, DAT_COMPLETION_DEFAULT_FLAG),
+           DAT_SUCCESS);
+    /* (libdat2 does not export dat_ep_post_send_with_invalidate either) */
+    dc.as_64 = 0x5f;
+    expect(
+        "mw: post_send_with_invalidate of the server's window",
+        DAT_EP_POST_SEND_WITH_INVALIDATE(c, 1, &tx, dc, DAT_COMPLETION_DEFAULT_FLAG, DAT_TRUE, k2),
+        DAT_SUCCESS);
+    dto_done("mw: send with invalidate", c_dto, 0x5f, 64, DAT_DTO_SUCCESS);
+    DAT_EVENT_NUMBER n = next_event(s_dto, &ev);
+    const DAT_DTO_COMPLETION_EVENT_DATA *d = &ev.event_data.dto_completion_event_data;
+    truth("mw: the server's receive completes, naming the invalidated context",
+          n == DAT_DTO_COMPLETION_EVENT && d->user_cookie.as_64 == 0x5e &&
+              d->status == DAT_DTO_SUCCESS && d->transfered_length == 64 && d->rmr_context == k2);
+    dat_rmr_query(w2, DAT_RMR_FIELD_ALL, &rp);
+    truth("mw: rmr_query: the invalidated window is unbound", rp.lmr_triplet.segment_length == 0);
+  }
+  t.segment_length = 0;
+  ck.as_64 = 0x56;
+  expect("mw: rmr_bind length 0 of the invalidated window",
+         dat_rmr_bind(w2, DAT_HANDLE_NULL, &t, rw, DAT_VA_TYPE_VA, s, ck,
+                      DAT_COMPLETION_DEFAULT_FLAG, &k2),
+         DAT_SUCCESS);
+  bind_done("mw: ...completes at once", s_dto, w2, 0x56);
+  t = triplet(s_l, sbuf + 5120, 512);
+  ck.as_64 = 0x57;
+  expect("mw: rmr_bind (type 2, after the invalidate)",
+         dat_rmr_bind(w2, s_lmr, &t, rw, DAT_VA_TYPE_VA, s, ck, DAT_COMPLETION_DEFAULT_FLAG, &k2),
+         DAT_SUCCESS);
+  bind_done("mw: type 2 bind after the invalidate", s_dto, w2, 0x57);
+  write_through("mw: write through the window bound again", c, c_dto, c_l, cbuf, 500, k2, sbuf,
+                5300, DAT_DTO_SUCCESS);
+
   t.segment_length = 0;
   ck.as_64 = 0x54;
   expect("mw: rmr_bind length 0 (type 2 unbind)",
