@@ -2134,7 +2134,14 @@ int main(int argc, char **argv) {
   /* a second IA keeps the provider loaded while the first is closed abruptly */
   expect("ia_open (second IA)", dat_ia_open(provider, 8, &async2, &ia2), DAT_SUCCESS);
   cross_ia_connect_evd(ia, ia2, server_addr, port + 40);
+  DAT_RMR_HANDLE left_rmr = DAT_HANDLE_NULL;
+  expect("rmr_create (left for the abrupt close)", dat_rmr_create(pz, &left_rmr), DAT_SUCCESS);
   expect("ia_close abrupt with objects", dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+  {
+    DAT_RMR_PARAM rp;
+    expect("rmr_query of an RMR an abrupt IA close freed",
+           dat_rmr_query(left_rmr, DAT_RMR_FIELD_ALL, &rp), DAT_INVALID_HANDLE);
+  }
   {
     DAT_EP_PARAM param;
     expect("ep_query of an EP an abrupt IA close freed", dat_ep_query(ep, DAT_EP_FIELD_ALL, &param),
