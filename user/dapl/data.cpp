@@ -1,7 +1,5 @@
 // The memory calls: validated here, carried out by the IA's DataPath (data_path.hpp).  The posts
 // live in data_path.cpp, beside the QP they go to (one function per post).
-#include <algorithm>
-
 #include "data_path.hpp"
 #include "provider.hpp"
 
@@ -93,18 +91,8 @@ DAT_RETURN lmr_sync(DAT_IA_HANDLE ia_handle, const DAT_LMR_TRIPLET *segments, DA
     auto lock = lock_provider();
     auto &ia = lookup_as<Ia>(ia_handle, DAT_INVALID_HANDLE_IA);
     if (count > 0 && segments == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-    for (DAT_VLEN i = 0; i < count; ++i) {
-      const DAT_LMR_TRIPLET &t = segments[i];
-      const bool held = std::any_of(ia.children.begin(), ia.children.end(), [&](Object *o) {
-        if (o->type != DAT_HANDLE_TYPE_LMR) return false;
-        const auto &lmr = static_cast<const Lmr &>(*o);
-        const DAT_VADDR start = lmr.registered_address;
-        return lmr.lmr_context == t.lmr_context && t.virtual_address >= start &&
-               t.virtual_address - start <= lmr.registered_length &&
-               t.segment_length <= lmr.registered_length - (t.virtual_address - start);
-      });
-      if (!held) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-    }
+    for (DAT_VLEN i = 0; i < count; ++i)
+      if (lmr_holding(ia, segments[i]) == nullptr) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     return DAT_SUCCESS;
   });
 }
@@ -181,11 +169,7 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE handle, DAT_LMR_HANDLE lmr_handle, const DAT_
     if (lmr != nullptr) {
       // within the LMR, by its LMR context as a DTO's segment would be
       if (target->lmr_context != lmr->lmr_context) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-      const DAT_VADDR start = lmr->registered_address;
-      if (target->virtual_address < start ||
-          target->virtual_address - start > lmr->registered_length ||
-          target->segment_length > lmr->registered_length - (target->virtual_address - start))
-        fail(DAT_LENGTH_ERROR);
+      if (!lmr->within(*target)) fail(DAT_LENGTH_ERROR);
       // A window gives no remote right its memory does not have.
       constexpr DAT_MEM_PRIV_FLAGS remote = static_cast<DAT_MEM_PRIV_FLAGS>(
           DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG | kPrivRemoteAtomic);

@@ -295,19 +295,6 @@ void count_post(Ep &ep, Op op, DAT_VLEN length) {
   }
 }
 
-// The LMR of `ia` whose LMR context is `lkey` and that holds [address, address + length).
-const Lmr *lmr_holding(const Ia &ia, DAT_LMR_CONTEXT lkey, DAT_VADDR address, DAT_VLEN length) {
-  for (const Object *o : ia.children) {
-    if (o->type != DAT_HANDLE_TYPE_LMR) continue;
-    const auto &lmr = static_cast<const Lmr &>(*o);
-    if (lmr.lmr_context == lkey && address >= lmr.registered_address &&
-        address - lmr.registered_address <= lmr.registered_length &&
-        length <= lmr.registered_length - (address - lmr.registered_address))
-      return &lmr;
-  }
-  return nullptr;
-}
-
 // A posted work request, until its completion is taken.
 // Kept small (it is written at every post and read at every completion): the DAT operation and
 // the extension type follow from `op`.
@@ -1333,8 +1320,7 @@ void UserQueuePair::check_atomic(const Request &r) {
   if (!limits || !limits->atomics) fail(DAT_NOT_IMPLEMENTED);
   const DAT_LMR_TRIPLET &local = r.iov[0];
   if (local.segment_length != sizeof(std::uint64_t)) fail(DAT_LENGTH_ERROR);
-  const Lmr *lmr =
-      lmr_holding(*ep_.ia, local.lmr_context, local.virtual_address, local.segment_length);
+  const Lmr *lmr = lmr_holding(*ep_.ia, local);
   if (lmr == nullptr || (access_flags(lmr->privileges) & IBV_ACCESS_LOCAL_WRITE) == 0)
     fail(DAT_PRIVILEGES_VIOLATION, DAT_PRIVILEGES_WRITE);
   if (r.remote->virtual_address % sizeof(std::uint64_t) != 0)

@@ -353,6 +353,16 @@ struct Lmr : Object {
   DAT_RMR_CONTEXT rmr_context = 0;
   DAT_VLEN registered_length = 0;
   DAT_VADDR registered_address = 0;
+  // Whether `t` names this LMR (its LMR context) and lies within what it registered.
+  [[nodiscard]] bool holds(const DAT_LMR_TRIPLET &t) const {
+    return t.lmr_context == lmr_context && within(t);
+  }
+  // Whether `t`'s bytes lie within what this LMR registered (whatever context `t` names).
+  [[nodiscard]] bool within(const DAT_LMR_TRIPLET &t) const {
+    const DAT_VADDR offset = t.virtual_address - registered_address;
+    return t.virtual_address >= registered_address && offset <= registered_length &&
+           t.segment_length <= registered_length - offset;
+  }
 };
 
 // A memory window (dat_rmr_create, dat_rmr_create_for_ep): what dat_rmr_bind bound it to last.
@@ -407,6 +417,16 @@ struct Ia : Object {
   std::array<DAT_NAMED_ATTR, 8> provider_specific{};
   Counters<DCNT_IA_ALL_COUNTERS> counters{};
 };
+
+// The LMR of `ia` that holds the segment `t` (by its LMR context); nullptr if none does.
+inline const Lmr *lmr_holding(const Ia &ia, const DAT_LMR_TRIPLET &t) {
+  for (const Object *o : ia.children) {
+    if (o->type != DAT_HANDLE_TYPE_LMR) continue;
+    const auto &lmr = static_cast<const Lmr &>(*o);
+    if (lmr.holds(t)) return &lmr;
+  }
+  return nullptr;
+}
 
 // Creates a child object of `ia`, publishes it, and returns it.
 template <typename T, typename... Args>
