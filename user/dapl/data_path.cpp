@@ -709,10 +709,7 @@ class VerbsDataPath final : public DataPath {
     data.rmr_handle = rmr.handle;
     data.user_cookie = cookie;
     data.status = DAT_RMR_BIND_SUCCESS;
-    evd.local.push_back(event);
-    const std::uint64_t one = 1;
-    if (evd.wake.get() >= 0) (void)!::write(evd.wake.get(), &one, sizeof(one));
-    if (evd.cno != nullptr) (void)!::write(evd.cno->wake.get(), &one, sizeof(one));
+    queue_event(evd, event);
   }
   void drop(std::uint64_t id) { pending_.remove(id); }
   // Records a receive posted to `srq`; returns its wr_id.

@@ -522,9 +522,7 @@ DAT_RETURN evd_post_se(DAT_EVD_HANDLE handle, const DAT_EVENT *event) {
     if (evd.local.size() >= static_cast<std::size_t>(evd.qlen)) fail(DAT_QUEUE_FULL);
     DAT_EVENT copy = *event;
     copy.evd_handle = evd.handle;
-    evd.local.push_back(copy);
-    signal(evd.wake.get());
-    if (evd.cno != nullptr) signal(evd.cno->wake.get());
+    queue_event(evd, copy);
     return DAT_SUCCESS;
   });
 }
@@ -680,9 +678,13 @@ static void srq_ep_done(Ia &ia, const Ep &ep) {
   broken.evd_handle = async->handle;
   broken.event_data.asynch_error_event_data.dat_handle = ep.handle;
   broken.event_data.asynch_error_event_data.reason = DAT_EP_TRANSFER_TO_ERROR;
-  async->local.push_back(broken);
-  signal(async->wake.get());
-  if (async->cno != nullptr) signal(async->cno->wake.get());
+  queue_event(*async, broken);
+}
+
+void queue_event(Evd &evd, const DAT_EVENT &event) {
+  evd.local.push_back(event);
+  signal(evd.wake.get());
+  if (evd.cno != nullptr) signal(evd.cno->wake.get());
 }
 
 void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out) {

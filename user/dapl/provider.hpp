@@ -508,6 +508,8 @@ void fill_provider_table(DAT_PROVIDER &provider);
 void fill_evd_table(DAT_PROVIDER &p);
 void fill_connection_table(DAT_PROVIDER &p);
 void fill_data_table(DAT_PROVIDER &p);
+// Queues `event` on `evd`'s local queue and wakes its waiters (and its CNO's).
+void queue_event(Evd &evd, const DAT_EVENT &event);
 void fill_srq_table(DAT_PROVIDER &p);
 void fill_extension_table(DAT_PROVIDER &p);
 
