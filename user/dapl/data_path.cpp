@@ -1402,9 +1402,15 @@ DAT_RETURN UserQueuePair::bind(Rmr &rmr, const Lmr *lmr, const DAT_LMR_TRIPLET &
     ibv_send_wr *bad = nullptr;
     rc = ibv_post_send(qp_, wr.data(), &bad);
     if (rc != 0) {
-      // verbs took the requests before `bad` (none, on rxe, which checks a list whole)
-      for (ibv_send_wr *w = bad; w != nullptr; w = w->next) path_.drop(w->wr_id);
-      for (std::size_t i = 0; i < n && &wr[i] != bad; ++i) ++request_;
+      // verbs took the requests before `bad` (none, on rxe, which checks a list whole; none if
+      // a provider leaves `bad` unset)
+      std::size_t taken = 0;
+      while (bad != nullptr && taken < n && &wr[taken] != bad) ++taken;
+      for (std::size_t i = taken; i < n; ++i) path_.drop(wr[i].wr_id);
+      request_ += taken;
+      // an invalidate that was taken ends the binding though the bind after it was refused: a
+      // second invalidate of the window would be the one rxe cannot take (see above)
+      if (taken > 0 && wr[0].opcode == IBV_WR_LOCAL_INV) window.posted(std::nullopt);
     } else {
       window.posted(unbind ? std::nullopt : std::optional(wr[n - 1].bind_mw.rkey));
     }
