@@ -290,6 +290,12 @@ static inline kdat_ret_t kdat_err(u32 type, u32 subtype)
 
 /* header byte 3: a reject by kdat itself (backlog full, listener gone), not by the consumer */
 #define KDAT_PDATA_F_PROVIDER	0x01
+/* header byte 3: a UD request; the requester's QPN (4 bytes, big endian) follows the header */
+#define KDAT_PDATA_F_UD_QPN	0x02
+#define KDAT_PDATA_UD_QPN	4
+/* UD: the SIDR reply's field (rdma_cm adds no header to it) */
+#define KDAT_IB_SIDR_REP_FIELD	IB_CM_SIDR_REP_PRIVATE_DATA_SIZE
+#define KDAT_PDATA_UD_WIRE_MAX	(KDAT_PDATA_WIRE_MAX + KDAT_PDATA_UD_QPN)
 
 /* kdat_devices.c */
 struct kdat_device *kdat_device_add(struct ib_device *ibdev);
@@ -343,6 +349,9 @@ int kdat_cm_upcall(struct rdma_cm_id *id, struct rdma_cm_event *ev);
 /* kdat_pdata.c: kdat's private data header */
 u8 kdat_pdata_wrap(const struct kdat_ia *ia, u8 *buf, const void *pdata, u32 len);
 u32 kdat_pdata_unwrap(const struct kdat_ia *ia, const u8 *raw, u32 raw_len, const u8 **data);
+u8 kdat_pdata_wrap_ud(const struct kdat_ia *ia, u8 *buf, u32 qpn, const void *pdata, u32 len);
+u32 kdat_pdata_unwrap_ud(const struct kdat_ia *ia, const u8 *raw, u32 raw_len,
+			 const u8 **data, u32 *qpn);
 bool kdat_pdata_provider_reject(const struct kdat_ia *ia, const u8 *raw, u32 raw_len,
 				int status);
 u32 kdat_pdata_max(const struct kdat_ia *ia, u32 field);
@@ -364,7 +373,8 @@ const char *kdat_owner_name(const char *owner);
 void kdat_owner_names_free(void);
 void kdat_rec_sync(struct kdat_obj *obj);
 void kdat_rec_sync_unlocked(struct kdat_obj *obj);
-void kdat_event_to_user(struct kdat_event *out, const struct kdat_event_info *in);
+void kdat_event_to_user(struct kdat_event *out, struct kdat_event_ud *ud,
+			const struct kdat_event_info *in);
 kdat_ret_t kdat_evd_ring_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
 			      u32 *available);
 kdat_ret_t kdat_evd_create_in(struct kdat_ia *ia, u32 qlen, u32 flags, kdat_upcall_t upcall,

@@ -14,9 +14,11 @@
  * a kernel consumer's carries the consumer's module name.
  */
 static struct rdma_cm_id *kdat_rdma_create_id(struct net *net, rdma_cm_event_handler handler,
-					       void *context, const char *kern_name)
+					       void *context, const char *kern_name,
+					       enum rdma_ucm_port_space ps)
 {
-	return __rdma_create_kernel_id(net, handler, context, RDMA_PS_TCP, IB_QPT_RC, kern_name);
+	return __rdma_create_kernel_id(net, handler, context, ps,
+				       ps == RDMA_PS_UDP ? IB_QPT_UD : IB_QPT_RC, kern_name);
 }
 
 /*

@@ -28,13 +28,15 @@ struct kdat_ia;
 
 struct kdat_cm_ops {
 	/*
-	 * An RC id (RDMA_PS_TCP) in net.  kern_name: the kernel consumer that
-	 * rdma_cm's resource tracking names (kept, not copied: it must outlive
-	 * the id), or NULL for an open file's id, made in its caller's context
-	 * (the tracking names the process).
+	 * An id in net: RC in RDMA_PS_TCP, UD (SIDR) in RDMA_PS_UDP.
+	 * kern_name: the kernel consumer that rdma_cm's resource tracking
+	 * names (kept, not copied: it must outlive the id), or NULL for an
+	 * open file's id, made in its caller's context (the tracking names the
+	 * process).
 	 */
 	struct rdma_cm_id *(*create_id)(struct net *net, rdma_cm_event_handler handler,
-					void *context, const char *kern_name);
+					void *context, const char *kern_name,
+					enum rdma_ucm_port_space ps);
 	void (*destroy_id)(struct rdma_cm_id *id);
 	int (*bind_addr)(struct rdma_cm_id *id, struct sockaddr *addr);
 	int (*listen)(struct rdma_cm_id *id, int backlog);
@@ -88,7 +90,8 @@ bool kdat_test_cm_call_locked(struct kdat_ia *ia, struct rdma_cm_id *id);
  * one for a process, and KDAT_IOC_UQP_ESTABLISH on it (kdat_uqp.c).
  */
 kdat_ret_t kdat_test_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
-				const struct kdat_ep_attr *attr, u32 qpn, struct kdat_ep **out);
+				const struct kdat_ep_attr *attr, u32 qpn, u32 flags,
+				struct kdat_ep **out);
 kdat_ret_t kdat_test_uqp_establish(struct kdat_ep *ep, u32 flags);
 #endif
 

@@ -11,6 +11,7 @@
 #include <linux/hrtimer.h>
 #include <linux/wait_bit.h>
 #include <rdma/ib_cm.h>
+#include <rdma/rdma_cm_ib.h>
 #include "kdat_base.h"
 
 #define KDAT_RESOLVE_TIMEOUT_MS	2000
@@ -36,6 +37,8 @@
 /* A userspace QP's side of its EP (kdat_uqp.c). */
 struct kdat_uqp {
 	u32 qpn;			/* the process's QP; only ever sent to the peer */
+	bool ud;			/* a UD QP: address exchanges, no connection (kdat_ud.c) */
+	struct list_head ud_exchanges;	/* its active exchanges in flight, under ep->lock */
 	bool rep_arrived;		/* active: REP in, waiting for UQP_ESTABLISH */
 	bool establishing;		/* a UQP_ESTABLISH is at work (one at a time) */
 	u8 rep_pdata[KDAT_PRIVATE_DATA_MAX];	/* the REP's, for ESTABLISHED */
@@ -190,6 +193,7 @@ struct kdat_sp {
 	struct list_head ia_node;
 	struct kdat_evd *evd;
 	struct rdma_cm_id *listen_id;
+	struct rdma_cm_id *listen_ud_id;	/* SIDR requests (kdat_ud_may_listen), or NULL */
 	u64 conn_qual;
 	u32 flags;			/* KDAT_PSP_* */
 	struct kdat_ep *ep;		/* RSP: the reserved EP */
@@ -212,6 +216,8 @@ struct kdat_cr {
 	union kdat_sockaddr local_addr;
 	u8 private_data[KDAT_PRIVATE_DATA_MAX];
 	u8 private_data_size;
+	bool ud;			/* a SIDR request: accepted on a UD EP only */
+	u32 remote_qpn;			/* UD: the requester's QP, from kdat's header (0: unknown) */
 };
 
 /*
@@ -329,11 +335,26 @@ kdat_ret_t kdat_ep_reset_to(struct kdat_ep *ep, u32 uqpn);
 void kdat_uqp_rep_arrived(struct kdat_ep *ep, const u8 *pdata, u32 len);
 void kdat_uqp_reset(struct kdat_ep *ep, u32 qpn);
 kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
-			   const struct kdat_ep_attr *attr, u32 qpn, u32 *handle);
+			   const struct kdat_ep_attr *attr, u32 qpn, u32 flags, u32 *handle);
+void kdat_uqp_ah_out(struct kdat_uqp_ah *out, const struct rdma_ah_attr *ah);
 kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
 			 struct kdat_uqp_attr *out);
 kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags);
 kdat_ret_t kdat_ep_disconnect_user(struct kdat_ep *ep, u32 flags);
+unsigned int kdat_ep_step_ud(struct kdat_ep *ep, unsigned int stimulus, const void *pdata,
+			     u32 pdata_len, const struct kdat_event_ud *ud);
+/* kdat_ud.c: UD EPs' address exchanges (SIDR) */
+static inline bool kdat_ep_is_ud(const struct kdat_ep *ep)
+{
+	return ep->uqp && ep->uqp->ud;
+}
+
+kdat_ret_t kdat_ud_connect(struct kdat_ep *ep, const struct sockaddr *remote, u16 port,
+			   u32 timeout_us, const void *pdata, s32 pdata_size);
+void kdat_ud_end_exchanges(struct kdat_ep *ep);
+void kdat_ud_passive_peer(struct kdat_ia *ia, const struct kdat_cr *cr,
+			  struct kdat_event_ud *peer);
+bool kdat_ud_may_listen(struct kdat_sp *sp);
 /* kdat_dto.c */
 int kdat_ep_dto_init(struct kdat_ep *ep, bool posts);
 void kdat_ep_dto_exit(struct kdat_ep *ep);

@@ -151,6 +151,88 @@ static void kdat_cr_unlock_id(struct kdat_cr *cr, struct rdma_cm_id *id)
 	}
 }
 
+/*
+ * A UD request, accepted on a UD EP: the SIDR reply names the EP's QP and
+ * goes at once (the QP has been in RTS since its creation), and the EP's
+ * ESTABLISHED names the requester.  The CR and its id end with the call.
+ */
+static kdat_ret_t kdat_cr_accept_ud(struct kdat_cr *cr, struct kdat_ep *ep, const void *pdata,
+				    s32 pdata_size)
+{
+	struct kdat_ctx *ctx = cr->obj.ctx;
+	struct rdma_conn_param param = {};
+	u8 wire[KDAT_PDATA_WIRE_MAX];
+	struct kdat_event_ud peer;
+	struct rdma_cm_id *id;
+	kdat_ret_t ret;
+	int err;
+
+	ret = kdat_check_private_data(pdata, pdata_size,
+				      kdat_pdata_max(cr->ia, KDAT_IB_SIDR_REP_FIELD));
+	if (ret)
+		return ret;
+	if (ep && ep->obj.ctx != ctx)
+		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+
+	id = kdat_cr_lock_id(cr);
+	mutex_lock(&ctx->lock);
+	if (cr->obj.dead || !id || cr->cm_id != id) {
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_CR);
+		goto refused;
+	}
+	if (!ep) {	/* a UD request names no EP: the consumer brings one */
+		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+		goto refused;
+	}
+	mutex_lock(&ep->lock);
+	if (ep->obj.dead)
+		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
+	else if (ep->ia != cr->ia || !kdat_ep_is_ud(ep))
+		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	else
+		ret = kdat_ep_check(ep, KDAT_EP_STIM_UD_ACCEPT);
+	if (!ret && ep->ia->removed)
+		ret = kdat_invalid_state(ep);
+	if (!ret) {
+		param.qp_num = ep->uqp->qpn;
+		kdat_ep_step(ep, KDAT_EP_STIM_UD_ACCEPT, NULL, 0);
+	}
+	mutex_unlock(&ep->lock);
+	if (ret)
+		goto refused;
+	/* consumed: the reply goes without our locks, under the id's handler mutex */
+	list_del_init(&cr->ia_node);
+	kdat_obj_unlink(&cr->obj);
+	cr->cm_id = NULL;
+	kdat_obj_get_ref(&ep->obj);
+	mutex_unlock(&ctx->lock);
+
+	kdat_ia_count(cr->ia, KDAT_IA_COUNTER_ACCEPTS);
+	/* rdma_cm takes no Q_Key of 0: name its UDP port space's own */
+	param.qkey = RDMA_UDP_QKEY;
+	param.private_data = wire;
+	param.private_data_len = kdat_pdata_wrap(cr->ia, wire, pdata, pdata_size);
+	err = cr->remote_gone ? -ECONNRESET : ep->cm->accept(id, &param);
+	kdat_ud_passive_peer(cr->ia, cr, &peer);
+	mutex_lock(&ep->lock);
+	if (!ep->obj.dead && !err)
+		kdat_ep_step_ud(ep, KDAT_EP_STIM_UD_ESTABLISHED, cr->private_data,
+				cr->private_data_size, &peer);
+	else if (!ep->obj.dead)
+		kdat_ep_step_ud(ep, KDAT_EP_STIM_UD_UNREACHABLE, NULL, 0, &peer);
+	mutex_unlock(&ep->lock);
+	kdat_cr_unlock_id(cr, id);
+	/* the reply is sent (ib_cm keeps it until it has gone): the id may go */
+	kdat_cr_finish(cr, id);
+	kdat_obj_put(&ep->obj);
+	return KDAT_DAT_SUCCESS;
+
+refused:
+	mutex_unlock(&ctx->lock);
+	kdat_cr_unlock_id(cr, id);
+	return ret;
+}
+
 kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pdata,
 			  s32 pdata_size)
 {
@@ -163,6 +245,8 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 	kdat_ret_t ret;
 	int err;
 
+	if (cr->ud)	/* set at its creation */
+		return kdat_cr_accept_ud(cr, ep, pdata, pdata_size);
 	ret = kdat_check_private_data(pdata, pdata_size, kdat_pdata_max(cr->ia, KDAT_IB_REP_FIELD));
 	if (ret)
 		return ret;
@@ -188,7 +272,8 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
 		goto out;
 	}
-	if (ep->ia != cr->ia || (cr->ep && cr->ep != ep)) {
+	/* an RC request needs an RC EP */
+	if (ep->ia != cr->ia || (cr->ep && cr->ep != ep) || kdat_ep_is_ud(ep)) {
 		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
 		goto out;
 	}
@@ -277,7 +362,10 @@ kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *pdata, s32 pdata_size)
 	bool send_rej;
 	kdat_ret_t ret;
 
-	ret = kdat_check_private_data(pdata, pdata_size, kdat_pdata_max(cr->ia, KDAT_IB_REJ_FIELD));
+	/* a UD request's reject is a SIDR reply: its field is smaller */
+	ret = kdat_check_private_data(pdata, pdata_size,
+				      kdat_pdata_max(cr->ia, cr->ud ? KDAT_IB_SIDR_REP_FIELD :
+							     KDAT_IB_REJ_FIELD));
 	if (ret)
 		return ret;
 	id = kdat_cr_lock_id(cr);

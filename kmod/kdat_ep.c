@@ -76,10 +76,13 @@ static const struct kdat_obj_class kdat_ep_class = {
 	.id_quiesce = kdat_ep_id_quiesce,
 };
 
-static void kdat_post_conn_event(struct kdat_ep *ep, u32 number,
-				 const void *pdata, u32 pdata_len)
+static void kdat_post_conn_event(struct kdat_ep *ep, u32 number, const void *pdata,
+				 u32 pdata_len, const struct kdat_event_ud *ud)
 {
 	struct kdat_event_info info = { .number = number, .ep = ep };
+
+	if (ud)
+		info.ud = *ud;
 
 	if (pdata && pdata_len) {
 		info.private_data_size = min_t(u32, pdata_len, KDAT_PRIVATE_DATA_MAX);
@@ -263,7 +266,7 @@ static void kdat_ep_apply_wire(struct kdat_ep *ep, unsigned int effects,
  */
 static unsigned int kdat_ep_apply(struct kdat_ep *ep, unsigned int stimulus,
 				  const void *pdata, u32 pdata_len, enum kdat_ia_counter why,
-				  struct kdat_ep_wire *wire)
+				  struct kdat_ep_wire *wire, const struct kdat_event_ud *ud)
 {
 	struct kdat_ep_step step = kdat_ep_lookup(ep->state, stimulus);
 	bool go = step.action == KDAT_EP_GO;
@@ -296,7 +299,7 @@ static unsigned int kdat_ep_apply(struct kdat_ep *ep, unsigned int stimulus,
 	kdat_rec_sync(&ep->obj);
 	ep->rec_syncs++;
 	if (step.event != KDAT_EP_EVENT_NONE)
-		kdat_post_conn_event(ep, step.event, pdata, pdata_len);
+		kdat_post_conn_event(ep, step.event, pdata, pdata_len, ud);
 	return step.action;
 }
 
@@ -315,13 +318,22 @@ static void kdat_ep_rec_sync_since(struct kdat_ep *ep, u32 syncs)
 static unsigned int kdat_ep_step_why(struct kdat_ep *ep, unsigned int stimulus,
 				     const void *pdata, u32 pdata_len, enum kdat_ia_counter why)
 {
-	return kdat_ep_apply(ep, stimulus, pdata, pdata_len, why, NULL);
+	return kdat_ep_apply(ep, stimulus, pdata, pdata_len, why, NULL, NULL);
 }
 
 unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
 			  const void *pdata, u32 pdata_len)
 {
-	return kdat_ep_apply(ep, stimulus, pdata, pdata_len, KDAT_IA_COUNTER_REJECTED_OTHER, NULL);
+	return kdat_ep_apply(ep, stimulus, pdata, pdata_len, KDAT_IA_COUNTER_REJECTED_OTHER, NULL,
+			     NULL);
+}
+
+/* A UD EP's exchange ended (kdat_ud.c): its event carries the peer, ud. */
+unsigned int kdat_ep_step_ud(struct kdat_ep *ep, unsigned int stimulus, const void *pdata,
+			     u32 pdata_len, const struct kdat_event_ud *ud)
+{
+	return kdat_ep_apply(ep, stimulus, pdata, pdata_len, KDAT_IA_COUNTER_REJECTED_OTHER, NULL,
+			     ud);
 }
 
 /* May this stimulus be applied now?  DAT_SUCCESS or the error to return. */
@@ -750,6 +762,7 @@ void kdat_ep_kill(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 	lockdep_assert_held(&ep->obj.ctx->lock);
 	mutex_lock(&ep->lock);
 	kdat_ep_abort_wire(ep, wire);
+	kdat_ud_end_exchanges(ep);
 	kdat_obj_unlink(&ep->obj);
 	list_del_init(&ep->ia_node);
 	kdat_ep_qpn_unindex(ep);
@@ -806,7 +819,7 @@ static void kdat_ep_free_hang_up(struct kdat_ep *ep)
 	mutex_lock(&ep->lock);
 	if (!ep->obj.dead && kdat_ep_state_connected(ep->state))
 		kdat_ep_apply(ep, KDAT_EP_STIM_DISCONNECT_ABRUPT, NULL, 0,
-			      KDAT_IA_COUNTER_REJECTED_OTHER, &wire);
+			      KDAT_IA_COUNTER_REJECTED_OTHER, &wire, NULL);
 	mutex_unlock(&ep->lock);
 	kdat_ep_wire_run(ep, &wire);
 }
@@ -1057,7 +1070,8 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 		if (!timer)
 			return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 	}
-	id = ep->ia->cm->create_id(ep->obj.ctx->net, kdat_cm_upcall, ep, ep->obj.ctx->kern_name);
+	id = ep->ia->cm->create_id(ep->obj.ctx->net, kdat_cm_upcall, ep, ep->obj.ctx->kern_name,
+				   RDMA_PS_TCP);
 	if (IS_ERR(id)) {
 		kfree(timer);
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_TEP);
@@ -1136,6 +1150,9 @@ kdat_ret_t kdat_ep_connect(struct kdat_ep *ep, const struct sockaddr *remote,
 		return ret;
 	if (flags & KDAT_DAT_CONNECT_MULTIPATH_REQUIRED_FLAG)	/* one path only */
 		return kdat_err(KDAT_DAT_MODEL_NOT_SUPPORTED, KDAT_DAT_NO_SUBTYPE);
+	/* set at creation: no lock needed to tell */
+	if (kdat_ep_is_ud(ep))
+		return kdat_ud_connect(ep, remote, conn_qual, timeout_us, pdata, pdata_size);
 
 	mutex_lock(&ep->lock);
 	if (ep->obj.dead) {
@@ -1187,6 +1204,9 @@ kdat_ret_t kdat_ep_dup_connect(struct kdat_ep *ep, struct kdat_ep *dup, u32 time
 		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
 	if (dup == ep)
 		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE2);
+	/* a UD EP has peers, not a connection to copy or to make */
+	if (kdat_ep_is_ud(ep) || kdat_ep_is_ud(dup))
+		return kdat_err(KDAT_DAT_MODEL_NOT_SUPPORTED, KDAT_DAT_NO_SUBTYPE);
 	/* What the new connection copies, read under dup's lock: two EP locks never nest. */
 	mutex_lock(&dup->lock);
 	if (dup->obj.dead)
@@ -1243,8 +1263,9 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 
 	if (flags != KDAT_CLOSE_ABRUPT && flags != KDAT_CLOSE_GRACEFUL)
 		return kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
-	stim = flags == KDAT_CLOSE_GRACEFUL ? KDAT_EP_STIM_DISCONNECT_GRACEFUL :
-	       KDAT_EP_STIM_DISCONNECT_ABRUPT;
+	/* a UD EP has no connection to drain: its graceful disconnect is abrupt */
+	stim = flags == KDAT_CLOSE_GRACEFUL && !kdat_ep_is_ud(ep) ?
+	       KDAT_EP_STIM_DISCONNECT_GRACEFUL : KDAT_EP_STIM_DISCONNECT_ABRUPT;
 	mutex_lock(&ep->lock);
 	if (ep->obj.dead) {
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
@@ -1252,7 +1273,7 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags)
 	}
 	ret = kdat_ep_check(ep, stim);
 	if (!ret)	/* the rule's effects say what goes on the wire, and which id goes */
-		kdat_ep_apply(ep, stim, NULL, 0, KDAT_IA_COUNTER_REJECTED_OTHER, &wire);
+		kdat_ep_apply(ep, stim, NULL, 0, KDAT_IA_COUNTER_REJECTED_OTHER, &wire, NULL);
 out:
 	mutex_unlock(&ep->lock);
 	kdat_ep_wire_run(ep, &wire);
@@ -1277,6 +1298,14 @@ kdat_ret_t kdat_ep_disconnect_user(struct kdat_ep *ep, u32 flags)
 	} else if (!ep->uqp || (flags != KDAT_CLOSE_REQUESTS_DONE &&
 				flags != (KDAT_CLOSE_GRACEFUL | KDAT_CLOSE_HOLD_DREQ))) {
 		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
+	} else if (kdat_ep_is_ud(ep)) {
+		/* nothing to drain: as kdat_ep_disconnect() */
+		if (flags != KDAT_CLOSE_REQUESTS_DONE) {
+			ret = kdat_ep_check(ep, KDAT_EP_STIM_DISCONNECT_ABRUPT);
+			if (!ret)
+				kdat_ep_apply(ep, KDAT_EP_STIM_DISCONNECT_ABRUPT, NULL, 0,
+					      KDAT_IA_COUNTER_REJECTED_OTHER, &wire, NULL);
+		}
 	} else if (flags == KDAT_CLOSE_REQUESTS_DONE) {
 		if (atomic_cmpxchg(&ep->sends_in_flight, 1, 0) == 1 &&
 		    ep->dreq == KDAT_DREQ_WAITS && kdat_ep_state_draining(ep->state)) {
@@ -1288,7 +1317,7 @@ kdat_ret_t kdat_ep_disconnect_user(struct kdat_ep *ep, u32 flags)
 		if (!ret) {
 			atomic_set(&ep->sends_in_flight, 1);
 			kdat_ep_apply(ep, KDAT_EP_STIM_DISCONNECT_GRACEFUL, NULL, 0,
-				      KDAT_IA_COUNTER_REJECTED_OTHER, &wire);
+				      KDAT_IA_COUNTER_REJECTED_OTHER, &wire, NULL);
 			/* no drain began (not CONNECTED, or one already runs): none held */
 			if (ep->dreq != KDAT_DREQ_WAITS)
 				atomic_set(&ep->sends_in_flight, 0);

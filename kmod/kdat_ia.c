@@ -379,7 +379,7 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 	list_for_each_entry(ep, &ia->eps, ia_node)
 		max++;
 	list_for_each_entry(sp, &ia->sps, ia_node)
-		max++;
+		max += 2;	/* its RC and UD listeners */
 	list_for_each_entry(cr, &ia->crs, ia_node)
 		max++;
 	ids = kcalloc(max + 1, 2 * sizeof(*ids), GFP_KERNEL | __GFP_NOFAIL);
@@ -388,6 +388,7 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 	list_for_each_entry(ep, &ia->eps, ia_node) {
 		mutex_lock(&ep->lock);
 		kdat_ep_step(ep, KDAT_EP_STIM_DEVICE_REMOVED, NULL, 0);
+		kdat_ud_end_exchanges(ep);	/* their ids go from kdat_wq, flushed below */
 		ids[2 * n] = kdat_ep_detach_id(ep);
 		mutex_unlock(&ep->lock);
 		ids[2 * n + 1] = (void *)ep;
@@ -399,6 +400,12 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 			ids[2 * n] = sp->listen_id;
 			ids[2 * n + 1] = (void *)sp;
 			sp->listen_id = NULL;
+			n++;
+		}
+		if (sp->listen_ud_id) {
+			ids[2 * n] = sp->listen_ud_id;
+			ids[2 * n + 1] = (void *)sp;
+			sp->listen_ud_id = NULL;
 			n++;
 		}
 	}

@@ -224,7 +224,7 @@ static long kdat_ioc_evd_free(struct kdat_ioc_call *call)
  * with its object references and handed out as the ABI has it.
  */
 static kdat_ret_t kdat_take_event(struct kdat_evd *evd, const u32 *timeout_us, u32 threshold,
-				  struct kdat_event *out, u32 *nmore)
+				  struct kdat_event *out, struct kdat_event_ud *ud, u32 *nmore)
 {
 	struct kdat_event_info info;
 	kdat_ret_t ret;
@@ -232,7 +232,7 @@ static kdat_ret_t kdat_take_event(struct kdat_evd *evd, const u32 *timeout_us, u
 	ret = timeout_us ? kdat_evd_wait_ref(evd, *timeout_us, threshold, &info, nmore) :
 			   kdat_evd_dequeue_ref(evd, &info, nmore);
 	if (!ret) {
-		kdat_event_to_user(out, &info);
+		kdat_event_to_user(out, ud, &info);
 		kdat_event_put_refs(&info);
 	}
 	return ret;
@@ -247,7 +247,7 @@ static long kdat_ioc_evd_wait(struct kdat_ioc_call *call)
 		a->status = KDAT_ERR(KDAT_DAT_INVALID_STATE, KDAT_DAT_INVALID_STATE_EVD_IN_USE);
 	else
 		a->status = kdat_take_event(evd, &a->timeout_us, a->threshold, &a->event,
-					    &a->nmore);
+					    &a->ud, &a->nmore);
 	return 0;
 }
 
@@ -259,7 +259,7 @@ static long kdat_ioc_evd_dequeue(struct kdat_ioc_call *call)
 	if (evd->flags & KDAT_EVD_RING_MODE)	/* its ring's consumer takes its events */
 		a->status = KDAT_ERR(KDAT_DAT_INVALID_STATE, KDAT_DAT_INVALID_STATE_EVD_IN_USE);
 	else
-		a->status = kdat_take_event(evd, NULL, 0, &a->event, &a->nmore);
+		a->status = kdat_take_event(evd, NULL, 0, &a->event, &a->ud, &a->nmore);
 	return 0;
 }
 
@@ -599,7 +599,8 @@ static long kdat_ioc_uqp_create(struct kdat_ioc_call *call)
 	struct kdat_uqp_create *a = call->arg;
 
 	a->ep = 0;
-	a->status = kdat_uqp_create(call->obj[0], call->obj[1], &a->attr, a->qp_num, &a->ep);
+	a->status = kdat_uqp_create(call->obj[0], call->obj[1], &a->attr, a->qp_num, a->flags,
+				    &a->ep);
 	if (a->status)
 		a->ep = 0;
 	return 0;

@@ -50,10 +50,17 @@ void kdat_ring_put(struct kdat_ring *r)
 		kref_put(&r->ref, kdat_ring_release);
 }
 
-static struct kdat_event *kdat_ring_entry(struct kdat_ring *r, u32 index)
+static struct kdat_ring_entry *kdat_ring_entry(struct kdat_ring *r, u32 index)
 {
 	return (void *)r->hdr + KDAT_RING_ENTRIES_OFFSET +
-		(size_t)(index & (r->entries - 1)) * sizeof(struct kdat_event);
+		(size_t)(index & (r->entries - 1)) * sizeof(struct kdat_ring_entry);
+}
+
+static void kdat_ring_put_event(struct kdat_ring *r, const struct kdat_event_info *info)
+{
+	struct kdat_ring_entry *e = kdat_ring_entry(r, r->tail++);
+
+	kdat_event_to_user(&e->event, &e->ud, info);
 }
 
 /* Events in the ring as the consumer's head says; a head out of range counts as full. */
@@ -87,14 +94,14 @@ bool kdat_ring_fill(struct kdat_evd *evd, const struct kdat_event_info *info)
 	list_for_each_entry_safe(qe, tmp, &evd->events, node) {
 		if (kdat_ring_used(r) >= r->entries)
 			break;
-		kdat_event_to_user(kdat_ring_entry(r, r->tail++), &qe->info);
+		kdat_ring_put_event(r, &qe->info);
 		list_del(&qe->node);
 		evd->count--;
 		kdat_event_put_refs(&qe->info);
 		kdat_evd_recycle(evd, qe);
 	}
 	if (info && list_empty(&evd->events) && kdat_ring_used(r) < r->entries) {
-		kdat_event_to_user(kdat_ring_entry(r, r->tail++), info);
+		kdat_ring_put_event(r, info);
 		taken = true;
 	}
 	r->backlog = evd->count;
@@ -220,7 +227,7 @@ struct file *kdat_ring_attach(struct kdat_evd *evd, u32 handle, u32 *entries, u3
 	}
 	r->hdr->entries = n;
 	r->hdr->mask = n - 1;
-	r->hdr->entry_size = sizeof(struct kdat_event);
+	r->hdr->entry_size = sizeof(struct kdat_ring_entry);
 	r->hdr->evd = handle;
 	kref_get(&r->ref);		/* the file's */
 	file = anon_inode_getfile("[kdat-evd]", &kdat_ring_fops, r, O_RDWR | O_CLOEXEC);

@@ -46,13 +46,41 @@ static const struct kdat_obj_class kdat_sp_class = {
 	.cm_event = kdat_sp_cm_event,
 };
 
+/*
+ * The PSP's second listener, for UD EPs' SIDR requests on the same port in
+ * RDMA_PS_UDP.  Best effort: a port another UDP-space listener holds leaves
+ * the PSP to RC requests (a UD requester then finds no listener).
+ */
+static void kdat_sp_listen_ud(struct kdat_sp *sp, struct sockaddr *addr)
+{
+	struct rdma_cm_id *id;
+	int err;
+
+	if (!kdat_ud_may_listen(sp))
+		return;
+	id = sp->ia->cm->create_id(sp->obj.ctx->net, kdat_cm_upcall, sp, sp->obj.ctx->kern_name,
+				   RDMA_PS_UDP);
+	if (IS_ERR(id))
+		return;
+	err = sp->ia->cm->bind_addr(id, addr);
+	if (!err)
+		err = sp->ia->cm->listen(id, KDAT_LISTEN_BACKLOG);
+	if (err) {
+		kdat_destroy_id_later(sp->ia->cm, id, NULL);
+		return;
+	}
+	kdat_obj_get_ref(&sp->obj);	/* the id's */
+	sp->listen_ud_id = id;
+}
+
 static kdat_ret_t kdat_sp_listen(struct kdat_sp *sp)
 {
 	struct sockaddr_storage addr;
 	struct rdma_cm_id *id;
 	int err;
 
-	id = sp->ia->cm->create_id(sp->obj.ctx->net, kdat_cm_upcall, sp, sp->obj.ctx->kern_name);
+	id = sp->ia->cm->create_id(sp->obj.ctx->net, kdat_cm_upcall, sp, sp->obj.ctx->kern_name,
+				   RDMA_PS_TCP);
 	if (IS_ERR(id))
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_DEVICE);
 	kdat_ss_with_port(&addr, &sp->ia->addr, sp->conn_qual);
@@ -68,6 +96,7 @@ static kdat_ret_t kdat_sp_listen(struct kdat_sp *sp)
 	}
 	kdat_obj_get_ref(&sp->obj);	/* the id's */
 	sp->listen_id = id;
+	kdat_sp_listen_ud(sp, (struct sockaddr *)&addr);
 	return KDAT_DAT_SUCCESS;
 }
 
@@ -200,9 +229,19 @@ struct rdma_cm_id *kdat_sp_kill(struct kdat_sp *sp)
 void kdat_sp_finish(struct kdat_sp *sp, struct rdma_cm_id *id)
 {
 	struct kdat_ctx *ctx = sp->obj.ctx;
+	struct rdma_cm_id *ud_id;
 
 	if (id) {
 		sp->ia->cm->destroy_id(id);
+		kdat_obj_put(&sp->obj);
+	}
+	/* the device's removal may have taken it meanwhile */
+	mutex_lock(&ctx->lock);
+	ud_id = sp->listen_ud_id;
+	sp->listen_ud_id = NULL;
+	mutex_unlock(&ctx->lock);
+	if (ud_id) {
+		sp->ia->cm->destroy_id(ud_id);
 		kdat_obj_put(&sp->obj);
 	}
 	mutex_lock(&ctx->lock);
@@ -278,6 +317,10 @@ static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
 	cr = kzalloc(sizeof(*cr), GFP_KERNEL);
 	if (!cr)
 		return -ENOMEM;
+	/* a SIDR request, on the UD listener of a PSP that may have one */
+	cr->ud = id->ps == RDMA_PS_UDP;
+	if (cr->ud && !kdat_ud_may_listen(sp))
+		goto refuse_unlocked;
 	if (sp->flags & KDAT_PSP_PROVIDER) {
 		static const struct kdat_ep_attr defaults;
 
@@ -314,18 +357,24 @@ static int kdat_cm_request(struct kdat_sp *sp, struct rdma_cm_id *id,
 	kdat_obj_get_ref(&cr->obj);	/* the id's */
 	id->context = cr;
 	list_add_tail(&cr->ia_node, &ia->crs);
-	/*
-	 * ib_cm hands the REQ's fields over from our side's point of view
-	 * (its responder_resources is the requester's initiator depth), so
-	 * swap back: the CR reports the requester's own IRD and ORD.
-	 */
-	cr->remote_ird = ev->param.conn.initiator_depth;
-	cr->remote_ord = ev->param.conn.responder_resources;
-	cr->remote_retry_count = ev->param.conn.retry_count;
-	cr->remote_rnr_retry_count = ev->param.conn.rnr_retry_count;
-	cr->remote_flow_control = ev->param.conn.flow_control;
-	len = kdat_pdata_unwrap(ia, ev->param.conn.private_data, ev->param.conn.private_data_len,
-				&pdata);
+	if (cr->ud) {
+		len = kdat_pdata_unwrap_ud(ia, ev->param.ud.private_data,
+					   ev->param.ud.private_data_len, &pdata, &cr->remote_qpn);
+	} else {
+		/*
+		 * ib_cm hands the REQ's fields over from our side's point of
+		 * view (its responder_resources is the requester's initiator
+		 * depth), so swap back: the CR reports the requester's own
+		 * IRD and ORD.
+		 */
+		cr->remote_ird = ev->param.conn.initiator_depth;
+		cr->remote_ord = ev->param.conn.responder_resources;
+		cr->remote_retry_count = ev->param.conn.retry_count;
+		cr->remote_rnr_retry_count = ev->param.conn.rnr_retry_count;
+		cr->remote_flow_control = ev->param.conn.flow_control;
+		len = kdat_pdata_unwrap(ia, ev->param.conn.private_data,
+					ev->param.conn.private_data_len, &pdata);
+	}
 	memcpy(cr->private_data, pdata, len);
 	cr->private_data_size = len;
 	kdat_sockaddr_copy(&cr->remote_addr, (struct sockaddr *)&id->route.addr.dst_addr);

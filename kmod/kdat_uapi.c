@@ -60,8 +60,10 @@ void kdat_ss_with_port(struct sockaddr_storage *ss, const struct sockaddr_storag
 
 
 /* The ABI's form of an event: handles instead of objects. */
-void kdat_event_to_user(struct kdat_event *out, const struct kdat_event_info *in)
+void kdat_event_to_user(struct kdat_event *out, struct kdat_event_ud *ud,
+			const struct kdat_event_info *in)
 {
+	*ud = in->ud;
 	memset(out, 0, sizeof(*out));
 	out->number = in->number;
 	out->evd = kdat_obj_event_handle(in->evd);

@@ -102,6 +102,7 @@ void kdat_uqp_reset(struct kdat_ep *ep, u32 qpn)
 	lockdep_assert_held(&ep->obj.ctx->lock);
 	lockdep_assert_held(&ep->lock);
 	if (ep->uqp) {
+		kdat_ud_end_exchanges(ep);
 		/* a held DREQ whose connection ended before the process's report */
 		atomic_set(&ep->sends_in_flight, 0);
 		ep->uqp->rep_arrived = false;

@@ -8,7 +8,7 @@
 #include "kdat_conn.h"
 
 static kdat_ret_t kdat_uqp_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
-				     const struct kdat_ep_attr *attr, u32 qpn,
+				     const struct kdat_ep_attr *attr, u32 qpn, u32 flags,
 				     struct kdat_ep **out, u32 *handle)
 {
 	struct kdat_uqp *uqp;
@@ -24,10 +24,17 @@ static kdat_ret_t kdat_uqp_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
 		return KDAT_ERR(KDAT_DAT_MODEL_NOT_SUPPORTED, KDAT_DAT_NO_SUBTYPE);
 	if (!kdat_uqp_qpn_valid(ia, qpn))
 		return KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG5);
+	if (flags & ~KDAT_UQP_UD)
+		return KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG6);
+	/* UD exchanges are SIDR, an IB CM service: iWARP has none */
+	if ((flags & KDAT_UQP_UD) && !kdat_uqp_ib(ia))
+		return KDAT_ERR(KDAT_DAT_MODEL_NOT_SUPPORTED, KDAT_DAT_NO_SUBTYPE);
 	uqp = kzalloc(sizeof(*uqp), GFP_KERNEL);
 	if (!uqp)
 		return KDAT_ERR(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 	uqp->qpn = qpn;
+	uqp->ud = flags & KDAT_UQP_UD;
+	INIT_LIST_HEAD(&uqp->ud_exchanges);
 	ret = kdat_ep_create_in(ia, conn, NULL, NULL, attr, uqp, out, handle);
 	if (ret)
 		kfree(uqp);
@@ -35,12 +42,12 @@ static kdat_ret_t kdat_uqp_create_in(struct kdat_ia *ia, struct kdat_evd *conn,
 }
 
 kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
-			   const struct kdat_ep_attr *attr, u32 qpn, u32 *handle)
+			   const struct kdat_ep_attr *attr, u32 qpn, u32 flags, u32 *handle)
 {
-	return kdat_uqp_create_in(ia, conn, attr, qpn, NULL, handle);
+	return kdat_uqp_create_in(ia, conn, attr, qpn, flags, NULL, handle);
 }
 
-static void kdat_uqp_ah_out(struct kdat_uqp_ah *out, const struct rdma_ah_attr *ah)
+void kdat_uqp_ah_out(struct kdat_uqp_ah *out, const struct rdma_ah_attr *ah)
 {
 	memset(out, 0, sizeof(*out));
 	out->dlid = rdma_ah_get_dlid(ah);
@@ -65,7 +72,7 @@ static void kdat_uqp_ah_out(struct kdat_uqp_ah *out, const struct rdma_ah_attr *
 		       IB_QP_AV | IB_QP_PATH_MTU | IB_QP_TIMEOUT | IB_QP_RETRY_CNT | \
 		       IB_QP_RNR_RETRY | IB_QP_RQ_PSN | IB_QP_MAX_QP_RD_ATOMIC | \
 		       IB_QP_MIN_RNR_TIMER | IB_QP_SQ_PSN | IB_QP_MAX_DEST_RD_ATOMIC | \
-		       IB_QP_DEST_QPN)
+		       IB_QP_DEST_QPN | IB_QP_QKEY)
 
 static void kdat_uqp_attr_out(struct kdat_uqp_attr *out, const struct ib_qp_attr *a, int mask)
 {
@@ -100,6 +107,40 @@ static void kdat_uqp_attr_out(struct kdat_uqp_attr *out, const struct ib_qp_attr
 		out->rnr_retry = a->rnr_retry;
 	if (mask & IB_QP_AV)
 		kdat_uqp_ah_out(&out->ah_attr, &a->ah_attr);
+	if (mask & IB_QP_QKEY)
+		out->qkey = a->qkey;
+}
+
+/*
+ * A UD QP's transitions, as librdmacm makes them for a UD id: INIT with the
+ * Q_Key of rdma_cm's UDP port space (the one its SIDR replies announce) on
+ * the IA's port, then RTR and RTS with nothing from any peer.  Allowed
+ * wherever the EP may start an exchange.  Caller holds ep->lock.
+ */
+static kdat_ret_t kdat_uqp_attr_ud(struct kdat_ep *ep, u32 qp_state, struct ib_qp_attr *a,
+				   int *mask)
+{
+	lockdep_assert_held(&ep->lock);
+	*mask = IB_QP_STATE;
+	if (qp_state == KDAT_QPS_ERR)
+		return KDAT_DAT_SUCCESS;
+	if (!kdat_ep_state_allows(ep->state, KDAT_EP_STIM_UD_CONNECT))
+		return KDAT_ERR(KDAT_DAT_INVALID_STATE, kdat_ep_invalid_state_subtype(ep->state));
+	if (ep->ia->removed)
+		return KDAT_ERR(KDAT_DAT_INVALID_STATE, KDAT_DAT_NO_SUBTYPE);
+	switch (qp_state) {
+	case KDAT_QPS_INIT:
+		a->pkey_index = 0;
+		a->port_num = ep->ia->port_num;
+		a->qkey = RDMA_UDP_QKEY;
+		*mask |= IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_QKEY;
+		break;
+	case KDAT_QPS_RTS:
+		a->sq_psn = 0;
+		*mask |= IB_QP_SQ_PSN;
+		break;
+	}
+	return KDAT_DAT_SUCCESS;
 }
 
 /*
@@ -117,7 +158,8 @@ static kdat_ret_t kdat_uqp_accept_id(struct kdat_ep *ep, struct kdat_cr *cr,
 	lockdep_assert_held(&ep->lock);
 	if (cr->obj.dead || !cr->cm_id || cr->busy)
 		return KDAT_ERR(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_CR);
-	if (ep->ia != cr->ia || (cr->ep && cr->ep != ep))
+	/* a UD request has no path for an RC QP: kdat_cr_accept() refuses it too */
+	if (ep->ia != cr->ia || (cr->ep && cr->ep != ep) || cr->ud)
 		return KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
 	ret = kdat_ep_check(ep, KDAT_EP_STIM_ACCEPT);
 	if (ret)
@@ -158,6 +200,14 @@ kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
 		goto out;
 	}
 	a.qp_state = qp_state;
+	if (kdat_ep_is_ud(ep)) {
+		/* no connection to take anything from: a CR names a peer, not a path */
+		ret = cr ? KDAT_ERR(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2) :
+			   kdat_uqp_attr_ud(ep, qp_state, &a, &mask);
+		if (!ret)
+			kdat_uqp_attr_out(out, &a, mask);
+		goto out;
+	}
 	switch (qp_state) {
 	case KDAT_QPS_ERR:
 		mask = IB_QP_STATE;	/* always allowed: it only stops the QP */
@@ -299,9 +349,10 @@ out:
 }
 #if IS_ENABLED(CONFIG_KUNIT)
 kdat_ret_t kdat_test_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
-				const struct kdat_ep_attr *attr, u32 qpn, struct kdat_ep **out)
+				const struct kdat_ep_attr *attr, u32 qpn, u32 flags,
+				struct kdat_ep **out)
 {
-	return kdat_uqp_create_in(ia, conn, attr, qpn, out, NULL);
+	return kdat_uqp_create_in(ia, conn, attr, qpn, flags, out, NULL);
 }
 EXPORT_SYMBOL_GPL(kdat_test_uqp_create);
 

@@ -51,6 +51,10 @@ struct fake_id {
 	u8 reject_reason;
 	u8 reject_len;
 	u8 reject_pdata[IB_CM_REJ_PRIVATE_DATA_SIZE];
+	/* what the last connect_locked sent */
+	u32 connect_qpn;
+	u8 connect_len;
+	u8 connect_pdata[IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE];
 };
 
 static struct {
@@ -115,7 +119,8 @@ static struct fake_id *fake_new(rdma_cm_event_handler handler, void *context)
 }
 
 static struct rdma_cm_id *fake_create_id(struct net *net, rdma_cm_event_handler handler,
-					 void *context, const char *kern_name)
+					 void *context, const char *kern_name,
+					 enum rdma_ucm_port_space ps)
 {
 	struct fake_id *f;
 	int err = fake_record(NULL, OP_CREATE);
@@ -126,6 +131,8 @@ static struct rdma_cm_id *fake_create_id(struct net *net, rdma_cm_event_handler 
 	if (!f)
 		return ERR_PTR(-ENOMEM);
 	f->calls[OP_CREATE] = 1;
+	f->id.ps = ps;
+	f->id.qp_type = ps == RDMA_PS_UDP ? IB_QPT_UD : IB_QPT_RC;
 	return &f->id;
 }
 
@@ -185,6 +192,11 @@ static void fake_check_locked(struct fake_id *f)
 
 static int fake_connect_locked(struct rdma_cm_id *id, struct rdma_conn_param *param)
 {
+	struct fake_id *f = to_fake(id);
+
+	f->connect_qpn = param->qp_num;
+	f->connect_len = min_t(u8, param->private_data_len, sizeof(f->connect_pdata));
+	memcpy(f->connect_pdata, param->private_data, f->connect_len);
 	fake_check_locked(to_fake(id));
 	return fake_record(to_fake(id), OP_CONNECT);
 }
@@ -1454,7 +1466,7 @@ static struct kdat_ep *new_uqp_ep(struct kunit *test)
 	struct kdat_ep_attr attr = { .max_rdma_read_in = 1, .max_rdma_read_out = 1 };
 	struct kdat_ep *ep;
 
-	KUNIT_ASSERT_EQ(test, kdat_test_uqp_create(t->ia, t->evd, &attr, 0x1234, &ep),
+	KUNIT_ASSERT_EQ(test, kdat_test_uqp_create(t->ia, t->evd, &attr, 0x1234, 0, &ep),
 			KDAT_DAT_SUCCESS);
 	return ep;
 }
@@ -1827,6 +1839,241 @@ static void device_removal_in_every_state(struct kunit *test)
 	expect_no_events(test);
 }
 
+/* ---- UD EPs: address exchanges (kdat_ud.c) ------------------------------------------ */
+
+#define UD_QPN		0x4321
+#define UD_PEER_QPN	0x777
+
+static struct kdat_ep *new_ud_ep(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep_attr attr = {};
+	struct kdat_ep *ep;
+
+	KUNIT_ASSERT_EQ(test, kdat_test_uqp_create(t->ia, t->evd, &attr, UD_QPN, KDAT_UQP_UD, &ep),
+			KDAT_DAT_SUCCESS);
+	return ep;
+}
+
+/*
+ * connect on a UD EP: an exchange with an id of its own in RDMA_PS_UDP, its
+ * address and route resolved and the SIDR request sent with kdat's header,
+ * the EP's QPN and the consumer's bytes.  The EP's state is unchanged.
+ */
+static struct fake_id *ud_sent(struct kunit *test, struct kdat_ep *ep, u32 timeout_us)
+{
+	static const u8 want[] = { KDAT_PDATA_MAGIC, KDAT_PDATA_VERSION, 5, KDAT_PDATA_F_UD_QPN,
+				   0, 0, 0x43, 0x21, 'h', 'e', 'l', 'l', 'o' };
+	struct sockaddr_in peer = { .sin_family = AF_INET };
+	u32 before = ep_state(test, ep);
+	struct fake_id *f;
+
+	peer.sin_addr.s_addr = in_aton("192.0.2.77");
+	KUNIT_ASSERT_EQ(test, kdat_ep_connect(ep, (struct sockaddr *)&peer, 4444, timeout_us,
+					      "hello", 5, KDAT_DAT_QOS_BEST_EFFORT,
+					      KDAT_CONNECT_DEFAULT), KDAT_DAT_SUCCESS);
+	f = fake_last();
+	KUNIT_ASSERT_NOT_NULL(test, f);
+	KUNIT_EXPECT_EQ(test, f->id.ps, RDMA_PS_UDP);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RESOLVE_ADDR], 1u);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), before);
+	KUNIT_EXPECT_EQ(test, fake_event(f, RDMA_CM_EVENT_ADDR_RESOLVED), 0);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_RESOLVE_ROUTE], 1u);
+	KUNIT_EXPECT_EQ(test, fake_event(f, RDMA_CM_EVENT_ROUTE_RESOLVED), 0);
+	KUNIT_EXPECT_EQ(test, f->calls[OP_CONNECT], 1u);
+	KUNIT_EXPECT_EQ(test, f->connect_qpn, (u32)UD_QPN);
+	KUNIT_EXPECT_EQ(test, f->connect_len, (u8)sizeof(want));
+	KUNIT_EXPECT_EQ(test, memcmp(f->connect_pdata, want, sizeof(want)), 0);
+	return f;
+}
+
+/*
+ * rdma_cm's SIDR reply (cma_sidr_rep_handler): the peer, a path to it, the
+ * accept's data; delivered with f's handler mutex taken here, or (locked)
+ * already held by the test.
+ */
+static int ud_reply_as(struct fake_id *f, const char *pdata, bool locked)
+{
+	u8 field[IB_CM_SIDR_REP_PRIVATE_DATA_SIZE] = { KDAT_PDATA_MAGIC, KDAT_PDATA_VERSION };
+	struct rdma_cm_event ev = { .event = RDMA_CM_EVENT_ESTABLISHED };
+	struct ib_global_route *grh;
+
+	field[2] = strlen(pdata);
+	memcpy(field + KDAT_PDATA_HDR, pdata, field[2]);
+	ev.param.ud.private_data = field;
+	ev.param.ud.private_data_len = sizeof(field);
+	ev.param.ud.qp_num = UD_PEER_QPN;
+	ev.param.ud.qkey = RDMA_UDP_QKEY;
+	ev.param.ud.ah_attr.type = RDMA_AH_ATTR_TYPE_ROCE;
+	rdma_ah_set_port_num(&ev.param.ud.ah_attr, 1);
+	rdma_ah_set_ah_flags(&ev.param.ud.ah_attr, IB_AH_GRH);
+	grh = rdma_ah_retrieve_grh(&ev.param.ud.ah_attr);
+	grh->dgid.raw[15] = 0x77;
+	grh->sgid_index = 3;
+	grh->hop_limit = 64;
+	return locked ? fake_deliver_locked(f, &ev) : fake_deliver(f, &ev);
+}
+
+static int ud_reply(struct fake_id *f, const char *pdata)
+{
+	return ud_reply_as(f, pdata, false);
+}
+
+/* A SIDR reply that refuses: the peer consumer's (kdat header, its data) or kdat's own */
+static int ud_refusal(struct fake_id *f, bool by_provider)
+{
+	u8 field[IB_CM_SIDR_REP_PRIVATE_DATA_SIZE] = { KDAT_PDATA_MAGIC, KDAT_PDATA_VERSION, 2 };
+	struct rdma_cm_event ev = { .event = RDMA_CM_EVENT_UNREACHABLE, .status = IB_SIDR_REJECT };
+
+	field[3] = by_provider ? KDAT_PDATA_F_PROVIDER : 0;
+	field[2] = by_provider ? 0 : 2;
+	memcpy(field + KDAT_PDATA_HDR, "no", 2);
+	ev.param.ud.private_data = field;
+	ev.param.ud.private_data_len = sizeof(field);
+	return fake_deliver(f, &ev);
+}
+
+/* The reply's peer in the event's tail; the EP becomes CONNECTED; rdma_cm drops the id. */
+static void ud_exchange_established(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep *ep = new_ud_ep(test);
+	struct kdat_ep_step s = go(test, KDAT_EP_UNCONNECTED, KDAT_EP_STIM_UD_ESTABLISHED);
+	struct fake_id *f = ud_sent(test, ep, KDAT_TIMEOUT_INFINITE);
+
+	KUNIT_EXPECT_EQ(test, ud_reply(f, "ok"), 1);
+	KUNIT_EXPECT_TRUE(test, f->cm_destroyed);
+	KUNIT_ASSERT_EQ(test, kdat_evd_dequeue(t->evd, &t->ev, NULL), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, t->ev.number, s.event);
+	KUNIT_EXPECT_PTR_EQ(test, t->ev.ep, ep);
+	KUNIT_EXPECT_EQ(test, t->ev.ud.flags, KDAT_UD_EVENT | KDAT_UD_AH_VALID);
+	KUNIT_EXPECT_EQ(test, t->ev.ud.qpn, (u32)UD_PEER_QPN);
+	KUNIT_EXPECT_EQ(test, t->ev.ud.qkey, (u32)RDMA_UDP_QKEY);
+	KUNIT_EXPECT_EQ(test, t->ev.ud.ah.is_global, 1);
+	KUNIT_EXPECT_EQ(test, t->ev.ud.ah.sgid_index, 3);
+	KUNIT_EXPECT_EQ(test, t->ev.ud.ah.dgid[15], 0x77);
+	KUNIT_EXPECT_EQ(test, t->ev.ud.addr.port, 4444);
+	KUNIT_EXPECT_EQ(test, t->ev.private_data_size, 2u);
+	KUNIT_EXPECT_EQ(test, memcmp(t->ev.private_data, "ok", 2), 0);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s.next);
+	expect_no_events(test);
+}
+
+/*
+ * Four exchanges on one EP at once (dtestx -u), each ending its own way, in
+ * an order of the peers' choosing: one event each, none for another's id.
+ */
+static void ud_exchanges_end_once_each(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ud_ep(test);
+	struct rdma_cm_event ev;
+	struct fake_id *f[4];
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(f); i++)
+		f[i] = ud_sent(test, ep, KDAT_TIMEOUT_INFINITE);
+	KUNIT_EXPECT_EQ(test, ud_refusal(f[2], false), 1);
+	KUNIT_EXPECT_EQ(test, ud_reply(f[1], "a"), 1);
+	KUNIT_EXPECT_EQ(test, ud_refusal(f[0], true), 1);
+	ev = fake_ev(RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL, 0);
+	KUNIT_EXPECT_EQ(test, fake_deliver(f[3], &ev), 1);
+	/* a second outcome for an id that had its own reaches nothing */
+	KUNIT_EXPECT_EQ(test, ud_reply(f[2], "late"), -ENOENT);
+	EXPECT_EVENTS(test, ep, KDAT_EP_EVENT_PEER_REJECTED, KDAT_EP_EVENT_ESTABLISHED,
+		      KDAT_EP_EVENT_UNREACHABLE, KDAT_EP_EVENT_UNREACHABLE);
+	for (i = 0; i < ARRAY_SIZE(f); i++)
+		KUNIT_EXPECT_TRUE(test, f[i]->cm_destroyed);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), (u32)KDAT_EP_CONNECTED);
+}
+
+/* The connect timeout ends an unanswered exchange once; its id goes, a late reply is lost. */
+static void ud_timeout_then_reply(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ud_ep(test);
+	struct fake_id *f = ud_sent(test, ep, SHORT_TIMEOUT_US);
+
+	EXPECT_EVENTS(test, ep, go(test, KDAT_EP_UNCONNECTED, KDAT_EP_STIM_UD_TIMEOUT).event);
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(f));
+	KUNIT_EXPECT_FALSE(test, f->cm_destroyed);
+	KUNIT_EXPECT_EQ(test, ud_reply(f, "late"), -ENOENT);
+	expect_no_events(test);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), (u32)KDAT_EP_UNCONNECTED);
+}
+
+/* A reply in time stops the timeout: one event, never a TIMED_OUT after it. */
+static void ud_reply_then_timeout(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ud_ep(test);
+	struct fake_id *f = ud_sent(test, ep, SHORT_TIMEOUT_US);
+
+	KUNIT_EXPECT_EQ(test, ud_reply(f, "ok"), 1);
+	msleep(3 * SHORT_TIMEOUT_US / 1000);
+	kdat_test_flush_work();
+	EXPECT_EVENTS(test, ep, KDAT_EP_EVENT_ESTABLISHED);
+}
+
+/*
+ * A reply on its way (its handler mutex held) when the timeout fires: the
+ * timeout ends the exchange, and its destroy_id waits for the reply's
+ * upcall, which finds the exchange over and leaves the id alone.
+ */
+static void ud_reply_waits_while_timeout_ends_it(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	struct kdat_ep *ep = new_ud_ep(test);
+	struct fake_id *f = ud_sent(test, ep, SHORT_TIMEOUT_US);
+
+	mutex_lock(&f->handler_mutex);
+	KUNIT_EXPECT_EQ(test, kdat_evd_wait(t->evd, WAIT_US, 1, &t->ev, NULL), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_EQ(test, t->ev.number, (u32)KDAT_EP_EVENT_TIMED_OUT);
+	KUNIT_EXPECT_FALSE(test, READ_ONCE(f->destroyed));
+	KUNIT_EXPECT_EQ(test, ud_reply_as(f, "late", true), 0);
+	mutex_unlock(&f->handler_mutex);
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(f));
+	KUNIT_EXPECT_FALSE(test, f->cm_destroyed);
+	expect_no_events(test);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), (u32)KDAT_EP_UNCONNECTED);
+}
+
+/* Freeing (or resetting) the EP ends its exchanges with no event; their ids go. */
+static void ud_free_ends_exchanges(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ud_ep(test);
+	struct fake_id *a = ud_sent(test, ep, SHORT_TIMEOUT_US);
+	struct fake_id *b = ud_sent(test, ep, KDAT_TIMEOUT_INFINITE);
+
+	KUNIT_EXPECT_EQ(test, kdat_ep_free(ep), KDAT_DAT_SUCCESS);
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(a));
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(b));
+	KUNIT_EXPECT_FALSE(test, a->cm_destroyed || b->cm_destroyed);
+	KUNIT_EXPECT_EQ(test, ud_reply(b, "late"), -ENOENT);
+	msleep(2 * SHORT_TIMEOUT_US / 1000);
+	kdat_test_flush_work();
+	expect_no_events(test);
+}
+
+/* A kernel consumer's PSP has no UD EPs to offer: a SIDR request is refused as kdat's own. */
+static void ud_request_refused_by_kernel_psp(struct kunit *test)
+{
+	struct fcm_test *t = test->priv;
+	u8 field[IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE - 36] = {};
+	struct rdma_cm_event ev = { .event = RDMA_CM_EVENT_CONNECT_REQUEST };
+	struct fake_id *child;
+
+	child = fake_new(t->listener->id.event_handler, t->listener->id.context);
+	KUNIT_ASSERT_NOT_NULL(test, child);
+	child->id.ps = RDMA_PS_UDP;
+	child->id.qp_type = IB_QPT_UD;
+	ev.param.ud.private_data = field;
+	ev.param.ud.private_data_len = sizeof(field);
+	KUNIT_EXPECT_NE(test, fake_deliver(child, &ev), 0);
+	KUNIT_EXPECT_EQ(test, child->calls[OP_REJECT], 1u);
+	KUNIT_EXPECT_TRUE(test, child->reject_len >= KDAT_PDATA_HDR &&
+			  (child->reject_pdata[3] & KDAT_PDATA_F_PROVIDER));
+	KUNIT_EXPECT_EQ(test, kdat_evd_dequeue(t->crevd, &t->ev, NULL),
+			KDAT_ERR(KDAT_DAT_QUEUE_EMPTY, KDAT_DAT_NO_SUBTYPE));
+}
+
 static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(timeout_then_connect_response),
 	KUNIT_CASE(connect_response_then_timeout),
@@ -1860,6 +2107,13 @@ static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(resolve_timeouts_are_asked_again),
 	KUNIT_CASE(route_resolution_fails_at_once),
 	KUNIT_CASE_PARAM(device_removal_in_every_state, removal_gen_params),
+	KUNIT_CASE(ud_exchange_established),
+	KUNIT_CASE(ud_exchanges_end_once_each),
+	KUNIT_CASE(ud_timeout_then_reply),
+	KUNIT_CASE(ud_reply_then_timeout),
+	KUNIT_CASE(ud_reply_waits_while_timeout_ends_it),
+	KUNIT_CASE(ud_free_ends_exchanges),
+	KUNIT_CASE(ud_request_refused_by_kernel_psp),
 	{}
 };
 

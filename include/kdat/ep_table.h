@@ -96,7 +96,13 @@ enum kdat_ep_state {
 	X(DISCONNECTED, EV)	/* peer DREQ, or our DREQ completed */ \
 	X(DRAINED, EV)		/* graceful: in-progress requests completed */ \
 	X(BROKEN, EV)		/* transport error on a connection */ \
-	X(DEVICE_REMOVED, EV)	/* the RDMA device went away */
+	X(DEVICE_REMOVED, EV)	/* the RDMA device went away */ \
+	X(UD_CONNECT, OP)	/* dat_ep_connect of a UD EP: one address exchange */ \
+	X(UD_ACCEPT, OP)	/* dat_cr_accept of a UD request on a UD EP */ \
+	X(UD_ESTABLISHED, EV)	/* an exchange gave the peer's address */ \
+	X(UD_REJECTED, EV)	/* the peer consumer refused an exchange */ \
+	X(UD_UNREACHABLE, EV)	/* an exchange failed: no route, no answer, refused */ \
+	X(UD_TIMEOUT, EV)	/* an exchange's connect timeout expired */
 
 enum kdat_ep_stimulus {
 #define KDAT_EP_STIM_ENUM_(name, kind) KDAT_EP_STIM_##name,
@@ -224,7 +230,21 @@ enum kdat_ep_action {
 	R(ACTIVE_CONNECTION_PENDING, POST_RECV, NOOP, ACTIVE_CONNECTION_PENDING, NONE, NONE) \
 	R(COMPLETION_PENDING, POST_RECV, NOOP, COMPLETION_PENDING, NONE, NONE) \
 	R(CONNECTED, POST_RECV, NOOP, CONNECTED, NONE, NONE) \
-	R(DISCONNECT_PENDING, POST_RECV, NOOP, DISCONNECT_PENDING, NONE, NONE)
+	R(DISCONNECT_PENDING, POST_RECV, NOOP, DISCONNECT_PENDING, NONE, NONE) \
+	/* --- UD EPs: each exchange is one peer's address, not the EP's state; */ \
+	/* the first peer's makes the EP CONNECTED (sends need one), more may follow --- */ \
+	R(UNCONNECTED, UD_CONNECT, NOOP, UNCONNECTED, NONE, NONE) \
+	R(CONNECTED, UD_CONNECT, NOOP, CONNECTED, NONE, NONE) \
+	R(UNCONNECTED, UD_ACCEPT, NOOP, UNCONNECTED, NONE, NONE) \
+	R(CONNECTED, UD_ACCEPT, NOOP, CONNECTED, NONE, NONE) \
+	R(UNCONNECTED, UD_ESTABLISHED, GO, CONNECTED, ESTABLISHED, CONNECTED) \
+	R(CONNECTED, UD_ESTABLISHED, GO, CONNECTED, ESTABLISHED, NONE) \
+	R(UNCONNECTED, UD_REJECTED, GO, UNCONNECTED, PEER_REJECTED, NONE) \
+	R(CONNECTED, UD_REJECTED, GO, CONNECTED, PEER_REJECTED, NONE) \
+	R(UNCONNECTED, UD_UNREACHABLE, GO, UNCONNECTED, UNREACHABLE, NONE) \
+	R(CONNECTED, UD_UNREACHABLE, GO, CONNECTED, UNREACHABLE, NONE) \
+	R(UNCONNECTED, UD_TIMEOUT, GO, UNCONNECTED, TIMED_OUT, NONE) \
+	R(CONNECTED, UD_TIMEOUT, GO, CONNECTED, TIMED_OUT, NONE)
 
 /* The answer for one (state, stimulus) pair. */
 struct kdat_ep_step {

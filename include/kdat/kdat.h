@@ -99,6 +99,8 @@ struct kdat_event_info {
 	u32 transfered_length;
 	u32 private_data_size;
 	u8 private_data[KDAT_PRIVATE_DATA_MAX];
+	/* a UD exchange's peer (user QPs only: /dev/kdat's UD EPs); zero otherwise */
+	struct kdat_event_ud ud;
 };
 
 /* What an EP reports (ep_query). */

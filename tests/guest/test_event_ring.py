@@ -19,7 +19,8 @@ from kdat_harness.timing import allowed_lateness, assert_prompt, judge_on_time
 
 C = UAPI.consts
 T = 5_000_000
-EVENT_SIZE = ctypes.sizeof(UAPI.structs["kdat_event"])
+# a ring entry: the event and its UD tail (ABI 7)
+EVENT_SIZE = ctypes.sizeof(UAPI.structs["kdat_ring_entry"])
 POLLHUP_ERR = select.POLLHUP | select.POLLERR
 
 

@@ -139,7 +139,7 @@ def test_effects_end_what_a_transition_ends():
     for r in T.rules:
         if r.action != "GO":
             continue
-        if r.next == "CONNECTED":
+        if r.next == "CONNECTED" and r.state != "CONNECTED":
             # the connect timeout is over
             assert r.effects == "CONNECTED", r
         elif r.next == "DISCONNECTED" and r.state in ("ACTIVE_CONNECTION_PENDING",
@@ -162,3 +162,32 @@ def test_effects_end_what_a_transition_ends():
             assert r.effects == "GRACEFUL", r
         else:
             assert r.effects == "NONE", r
+
+
+UD_OPS = ("UD_CONNECT", "UD_ACCEPT")
+UD_OUTCOMES = {"UD_ESTABLISHED": "ESTABLISHED", "UD_REJECTED": "PEER_REJECTED",
+               "UD_UNREACHABLE": "UNREACHABLE", "UD_TIMEOUT": "TIMED_OUT"}
+
+
+def test_ud_exchanges_start_only_where_a_ud_ep_has_peers_or_none_yet():
+    # a UD EP exchanges addresses while UNCONNECTED (no peer yet) or CONNECTED (more peers);
+    # anywhere else (an ended EP, any RC connection state) the operation is refused
+    for state in T.states:
+        for op in UD_OPS:
+            r = T.lookup(state, op)
+            if state in ("UNCONNECTED", "CONNECTED"):
+                assert r == ("NOOP", state, "NONE"), (state, op, r)
+            else:
+                assert r[0] == "INVALID", (state, op, r)
+
+
+def test_each_ud_exchange_ends_with_exactly_one_event_and_only_a_peer_connects():
+    for state in T.states:
+        for stim, event in UD_OUTCOMES.items():
+            action, nxt, ev = T.lookup(state, stim)
+            if state not in ("UNCONNECTED", "CONNECTED"):
+                # an EP that was reset, disconnected or lost its device: the outcome is stale
+                assert (action, ev) == ("STALE", "NONE"), (state, stim)
+                continue
+            assert (action, ev) == ("GO", event), (state, stim)
+            assert nxt == ("CONNECTED" if stim == "UD_ESTABLISHED" else state), (state, stim)

@@ -95,7 +95,11 @@ def test_record_fields_the_readers_rely_on():
 
 def test_ring_layout_is_self_consistent():
     ring = U.structs["kdat_ring_header"]
-    ev = U.structs["kdat_event"]
+    ev = U.structs["kdat_ring_entry"]
+    # an entry begins with the event as ABI 6 had it, so an older library reads its prefix
+    assert U.structs["kdat_ring_entry"].event.offset == 0
+    assert ctypes.sizeof(ev) == ctypes.sizeof(U.structs["kdat_event"]) + \
+        ctypes.sizeof(U.structs["kdat_event_ud"])
     assert ctypes.sizeof(ring) <= C["KDAT_RING_ENTRIES_OFFSET"]
     assert C["KDAT_RING_ENTRIES_OFFSET"] % PAGE == 0
     # head is the consumer's: its own cache line, apart from everything the kernel writes

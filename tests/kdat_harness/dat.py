@@ -215,13 +215,18 @@ class Event:
     private_data: bytes
     nmore: int = 0
     raw: object = field(default=None, repr=False)
+    # a UD exchange's peer (struct kdat_event_ud), when the event ends one (ABI 7)
+    ud: object = field(default=None, repr=False)
 
     @classmethod
-    def from_struct(cls, ev, nmore=0):
+    def from_struct(cls, ev, nmore=0, ud=None):
         n = max(0, min(ev.private_data_size, len(ev.private_data)))
+        if ud is not None and not ud.flags & C["KDAT_UD_EVENT"]:
+            assert bytes(ud) == bytes(len(bytes(ud))), "a tail without KDAT_UD_EVENT is zero"
+            ud = None
         return cls(ev.number, EVENT_NAME.get(ev.number, hex(ev.number)), ev.evd, ev.ep, ev.sp,
                    ev.cr, ev.dto_status, ev.cookie, ev.transfered_length, ev.private_data_size,
-                   bytes(ev.private_data)[:n], nmore, ev)
+                   bytes(ev.private_data)[:n], nmore, ev, ud)
 
 
 # ---- the client ------------------------------------------------------------------------------
@@ -343,7 +348,7 @@ class Kdat:
     def evd_wait(self, evd, timeout_us, threshold=1):
         """The next event; DatError (type DAT_TIMEOUT_EXPIRED) when none came in time."""
         r = self.do("evd_wait", evd=evd, timeout_us=timeout_us, threshold=threshold)
-        return Event.from_struct(r.event, r.nmore)
+        return Event.from_struct(r.event, r.nmore, r.ud)
 
     def try_wait(self, evd, timeout_us, threshold=1):
         """The next event, or None on DAT_TIMEOUT_EXPIRED."""
@@ -356,7 +361,7 @@ class Kdat:
 
     def evd_dequeue(self, evd):
         r = self.do("evd_dequeue", evd=evd)
-        return Event.from_struct(r.event, r.nmore)
+        return Event.from_struct(r.event, r.nmore, r.ud)
 
     def try_dequeue(self, evd):
         try:

@@ -43,6 +43,8 @@ Record = U.structs["kdat_record"]
 Header = U.structs["kdat_table_header"]
 RingHeader = U.structs["kdat_ring_header"]
 EventStruct = U.structs["kdat_event"]
+UdStruct = U.structs["kdat_event_ud"]
+EntryStruct = U.structs["kdat_ring_entry"]
 
 HEADER_SIZE = C["KDAT_TABLE_HEADER_SIZE"]
 RECORD_SIZE = C["KDAT_TABLE_RECORD_SIZE"]
@@ -315,6 +317,14 @@ class Ring:
         off = self.off.array + (index & mask) * self.map.u32(self.off.entry_size)
         return EventStruct.from_buffer_copy(self.map.read(off, ctypes.sizeof(EventStruct)))
 
+    def entry_ud(self, index):
+        """The UD tail of the entry at `index` (struct kdat_event_ud), after its event."""
+        mask = self.map.u32(self.off.mask)
+        size = self.map.u32(self.off.entry_size)
+        assert size == ctypes.sizeof(EntryStruct), size
+        off = self.off.array + (index & mask) * size + ctypes.sizeof(EventStruct)
+        return UdStruct.from_buffer_copy(self.map.read(off, ctypes.sizeof(UdStruct)))
+
     def take(self, limit=None):
         """Consume what the ring holds (up to `limit`): load tail (acquire), read the entries from
         head, then store the new head (release)."""
@@ -326,7 +336,7 @@ class Ring:
             raise AssertionError(f"ring of {self.entries} claims {n} events (head {h}, tail {t})")
         if limit is not None:
             n = min(n, limit)
-        out = [Event.from_struct(self.entry(h + i)) for i in range(n)]
+        out = [Event.from_struct(self.entry(h + i), ud=self.entry_ud(h + i)) for i in range(n)]
         if n:
             self.head = (h + n) & 0xFFFFFFFF
         return out

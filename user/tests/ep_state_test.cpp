@@ -55,7 +55,10 @@ TEST(EpState, ReachableInExactSteps) {
   EXPECT_TRUE(kdat::reachable_in(U, U, 0));
   EXPECT_FALSE(kdat::reachable_in(U, C, 0));
   EXPECT_TRUE(kdat::reachable_in(U, A, 1));
-  EXPECT_FALSE(kdat::reachable_in(U, C, 1));  // CONNECTED needs ACTIVE_CONNECTION_PENDING first
+  // An RC EP's CONNECTED needs ACTIVE_CONNECTION_PENDING first; a UD EP's first exchange
+  // (UD_ESTABLISHED) makes it CONNECTED in one step.
+  EXPECT_TRUE(kdat::reachable_in(U, C, 1));
+  EXPECT_NE(kdat_ep_lookup(U, KDAT_EP_STIM_ESTABLISHED).action, static_cast<unsigned>(KDAT_EP_GO));
   EXPECT_TRUE(kdat::reachable_in(U, C, 2));
   EXPECT_TRUE(kdat::reachable_in(C, D, 1));
   EXPECT_TRUE(kdat::reachable_in(C, D, 2));   // via DISCONNECT_PENDING

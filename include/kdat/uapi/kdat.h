@@ -46,7 +46,7 @@
 #include "kdat_counters.h"
 
 #define KDAT_DEVICE_NAME	"kdat"
-#define KDAT_ABI_VERSION	6	/* 6: KDAT_IOC_IA_COUNTERS, ia_open flags */
+#define KDAT_ABI_VERSION	7	/* 7: UD user QPs (KDAT_UQP_UD), the events' UD tail */
 #define KDAT_IOC_MAGIC		0xDA
 
 #define KDAT_TIMEOUT_INFINITE	0xffffffffu
@@ -209,6 +209,42 @@ struct kdat_event {
 	__u8 private_data[KDAT_PRIVATE_DATA_MAX];
 };
 
+/* An address vector, as struct ibv_ah_attr takes it (grh valid if is_global). */
+struct kdat_uqp_ah {
+	__u8 dgid[16];
+	__u32 flow_label;
+	__u16 dlid;
+	__u8 sgid_index;
+	__u8 hop_limit;
+	__u8 traffic_class;
+	__u8 sl;
+	__u8 src_path_bits;
+	__u8 static_rate;
+	__u8 is_global;
+	__u8 port_num;
+	__u8 pad[2];
+};
+
+/* kdat_event_ud flags */
+#define KDAT_UD_EVENT		(1u << 0)	/* the event ends a UD exchange: the tail is valid */
+#define KDAT_UD_PASSIVE		(1u << 1)	/* the peer asked and we accepted */
+#define KDAT_UD_AH_VALID	(1u << 2)	/* ah is the peer's address vector */
+
+/*
+ * The UD tail of a connection event (ABI 7), after struct kdat_event in
+ * EVD_WAIT, EVD_DEQUEUE and ring entries: all zero unless the event ends an
+ * exchange of a UD EP (KDAT_UQP_UD), where it names the peer to send to.
+ * kdat_event itself never grows: it is the first size of EVD_WAIT/DEQUEUE.
+ */
+struct kdat_event_ud {
+	struct kdat_uqp_ah ah;	/* with KDAT_UD_AH_VALID: for ibv_create_ah() */
+	struct kdat_addr addr;	/* the peer's IA address and connection qualifier */
+	__u32 qpn;		/* the peer's UD QP; 0 if it did not say (a raw IA's peer) */
+	__u32 qkey;		/* its Q_Key, for the send's remote_qkey */
+	__u32 flags;		/* KDAT_UD_* */
+	__u32 reserved;
+};
+
 struct kdat_evd_wait {
 	__u32 size;
 	__u32 status;		/* DAT_SUCCESS, TIMEOUT_EXPIRED, INTERRUPTED_CALL, ... */
@@ -217,6 +253,7 @@ struct kdat_evd_wait {
 	__u32 threshold;	/* wake when this many events are queued (>= 1) */
 	__u32 nmore;		/* out: events still queued after the one returned */
 	struct kdat_event event; /* out */
+	struct kdat_event_ud ud; /* out (ABI 7) */
 };
 
 struct kdat_evd_dequeue {
@@ -225,6 +262,7 @@ struct kdat_evd_dequeue {
 	__u32 evd;
 	__u32 nmore;		/* out */
 	struct kdat_event event; /* out */
+	struct kdat_event_ud ud; /* out (ABI 7) */
 };
 
 /* ---- Endpoint ------------------------------------------------------------- */
@@ -629,7 +667,8 @@ struct kdat_table_attach {
  *   consumer: t = load_acquire(&hdr->tail); h = hdr->head;
  *             while (h != t) { use entry[h & mask]; h++; }
  *             store_release(&hdr->head, h)
- * An entry is a struct kdat_event (entry_size bytes apart).  Events never
+ * An entry is a struct kdat_ring_entry (entry_size bytes apart; ABI 6 and
+ * before: a struct kdat_event, which the entry begins with).  Events never
  * get lost: when the ring is full the kernel keeps the rest queued in order
  * and sets backlog; KDAT_IOC_EVD_RING_WAIT (or a later event) moves them into
  * the ring as the consumer frees room.  So a consumer that finds the ring
@@ -645,7 +684,13 @@ struct kdat_table_attach {
 #define KDAT_RING_ENTRIES_OFFSET 4096
 #define KDAT_RING_MAX_ENTRIES	 4096
 #define KDAT_RING_MAP_SIZE(entries) \
-	(KDAT_RING_ENTRIES_OFFSET + (entries) * sizeof(struct kdat_event))
+	(KDAT_RING_ENTRIES_OFFSET + (entries) * sizeof(struct kdat_ring_entry))
+
+/* One ring entry: the event and its UD tail, as EVD_WAIT returns them. */
+struct kdat_ring_entry {
+	struct kdat_event event;
+	struct kdat_event_ud ud;
+};
 
 /* ring header flags */
 #define KDAT_RING_DEAD		(1u << 0)	/* the EVD was freed */
@@ -656,7 +701,7 @@ struct kdat_ring_header {
 	__u32 tail;		/* kernel: next entry to fill */
 	__u32 entries;		/* a power of two */
 	__u32 mask;		/* entries - 1 */
-	__u32 entry_size;	/* sizeof(struct kdat_event) */
+	__u32 entry_size;	/* sizeof(struct kdat_ring_entry) */
 	__u32 backlog;		/* events queued in the kernel behind the ring */
 	__u32 overflow;		/* events that could not be queued */
 	__u32 flags;		/* KDAT_RING_* */
@@ -756,7 +801,31 @@ struct kdat_evd_ring_wait {
  *
  * User QPs need an IB CM transport (InfiniBand, RoCE): on iWARP the create
  * fails with DAT_MODEL_NOT_SUPPORTED.
+ *
+ * UD (ABI 7).  With KDAT_UQP_UD the QP is a UD QP and the EP exchanges
+ * addresses instead of connecting (DAT's IB extension, DAT_IB_SERVICE_TYPE_UD):
+ *   - INIT (Q_Key, port, P_Key index), RTR and RTS are all applied at
+ *     creation and after ep_reset; the CM never moves the QP.
+ *   - EP_CONNECT sends a SIDR request (rdma_cm's RDMA_PS_UDP) to the PSP's
+ *     qualifier: each call is an exchange of its own, several may run at once,
+ *     and it is allowed in UNCONNECTED and CONNECTED.  The outcome, once per
+ *     call, is a connection event with the UD tail: ESTABLISHED (the peer's AH,
+ *     QPN, Q_Key and the accept's private data), PEER_REJECTED, UNREACHABLE or
+ *     TIMED_OUT.  The first ESTABLISHED makes the EP CONNECTED.
+ *   - A PSP of a file also listens for SIDR requests; their CRs are accepted
+ *     on UD EPs only (and RC CRs on RC EPs only: DAT_INVALID_PARAMETER, arg 2).
+ *     The accept answers at once and posts ESTABLISHED with KDAT_UD_PASSIVE
+ *     (the requester's AH, its QPN, the request's private data) on the EP.
+ *     RSPs and provider-flag PSPs refuse SIDR requests.
+ *   - The requester's QPN travels in kdat's private-data header (SIDR
+ *     requests carry none): a raw IA's (KDAT_IA_PDATA_RAW) peer reports 0.
+ *   - The passive side's AH is built from the GID table on RoCE; on
+ *     InfiniBand (which needs a path query) KDAT_UD_AH_VALID stays clear.
+ *   - A UD EP has no connection to end: a graceful disconnect is abrupt.
  */
+
+/* uqp_create flags */
+#define KDAT_UQP_UD		(1u << 0)	/* qp_num is a UD QP */
 
 /* QP states (the values of enum ibv_qp_state and of the kernel's ib_qp_state) */
 #define KDAT_QPS_RESET		0
@@ -774,24 +843,10 @@ struct kdat_uqp_create {
 	__u32 ia;
 	__u32 connect_evd;	/* required: connection events */
 	struct kdat_ep_attr attr; /* IRD/ORD, retry/RNR counts, flow control as for ep_create */
-	__u32 qp_num;		/* in: the RC QP (ibv_qp.qp_num) on the IA's device */
+	__u32 qp_num;		/* in: the RC (or UD) QP (ibv_qp.qp_num) on the IA's device */
 	__u32 ep;		/* out */
-};
-
-/* An address vector, as struct ibv_ah_attr takes it (grh valid if is_global). */
-struct kdat_uqp_ah {
-	__u8 dgid[16];
-	__u32 flow_label;
-	__u16 dlid;
-	__u8 sgid_index;
-	__u8 hop_limit;
-	__u8 traffic_class;
-	__u8 sl;
-	__u8 src_path_bits;
-	__u8 static_rate;
-	__u8 is_global;
-	__u8 port_num;
-	__u8 pad[2];
+	__u32 flags;		/* in: KDAT_UQP_UD (ABI 7) */
+	__u32 reserved;		/* must be zero */
 };
 
 /*
@@ -821,6 +876,8 @@ struct kdat_uqp_attr {
 	__u8 rnr_retry;
 	__u8 reserved[3];	/* must be zero */
 	struct kdat_uqp_ah ah_attr;
+	__u32 qkey;		/* out (ABI 7): a UD QP's Q_Key (IBV_QP_QKEY) */
+	__u32 reserved2;	/* must be zero */
 };
 
 /* uqp_establish flags */

@@ -95,10 +95,12 @@
 	CMD(TABLE_ATTACH, table_attach, id)					\
 	CMD(UQP_CREATE, uqp_create, ep)						\
 	ZERO(uqp_create, attr.reserved)						\
+	ZERO(uqp_create, reserved)						\
 	HANDLE(uqp_create, ia, IA, REQUIRED, INVALID_HANDLE_IA)			\
 	HANDLE(uqp_create, connect_evd, EVD, REQUIRED, INVALID_HANDLE_EVD_CONN)	\
 	CMD(UQP_ATTR, uqp_attr, ah_attr)					\
 	ZERO(uqp_attr, reserved)						\
+	ZERO(uqp_attr, reserved2)						\
 	HANDLE(uqp_attr, ep, EP, REQUIRED, INVALID_HANDLE_EP)			\
 	HANDLE(uqp_attr, cr, CR, OPTIONAL, INVALID_HANDLE_CR)			\
 	CMD(UQP_ESTABLISH, uqp_establish, flags)				\
