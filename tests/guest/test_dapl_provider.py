@@ -107,15 +107,26 @@ def _record(line):
             f.write(line + "\n")
 
 
-def _dtestcm_verdict(r, count):
+def _dtestcm_verdict(r, count, ud=False):
     """None if dtestcm passed on both sides, else what went wrong (first error line).  Runs are
-    verbose (-v): only then does dtestcm report each disconnect."""
+    verbose (-v): only then does dtestcm report each disconnect.  UD EPs (-u) are freed without a
+    disconnect; their private data goes both ways (48 bytes 1..48 from the client, returned +1
+    each by the server's accept), which dtestcm prints first and last of."""
     wanted = [(r.server_out, f"ALL {count} CONNECTED on Server!"),
               (r.client_out, f"ALL {count} CONNECTED on Client!"),
-              (r.server_out, f"Successfully disconnected all {count} EP's"),
-              (r.client_out, f"Successfully disconnected all {count} EP's"),
               (r.server_out, "DAPL Connection Test Complete"),
               (r.client_out, "DAPL Connection Test Complete")]
+    if ud:
+        last = f"Freed EP[{count - 1}]"
+        wanted += [(r.server_out, last), (r.client_out, last)]
+        asked = re.findall(r"CONN REQUEST Private Data \S+\[0\]=(\d+) \[47\]=(\d+)", r.server_out)
+        answered = re.findall(r"CONN\[\d+\] Private Data \S+\[0\]=(\d+) \[47\]=(\d+)",
+                              r.client_out)
+        if asked != [("1", "48")] * count or answered != [("2", "49")] * count:
+            return f"UD private data: server saw {asked}, client got {answered}"
+    else:
+        wanted += [(r.server_out, f"Successfully disconnected all {count} EP's"),
+                   (r.client_out, f"Successfully disconnected all {count} EP's")]
     if r.server_rc == 0 and r.client_rc == 0 and all(w in out for out, w in wanted):
         return None
     rcs = f"server rc {r.server_rc}, client rc {r.client_rc}"
@@ -130,7 +141,7 @@ def _dtestcm_verdict(r, count):
 def _dtestcm(provider, rdma, port, count=COUNT, extra=()):
     args = ["-v", "-c", str(count), "-p", str(port), *extra]
     r = _run_pair("dtestcm", provider, rdma["KDAT_TEST_ADDR"], args, args)
-    verdict = _dtestcm_verdict(r, count)
+    verdict = _dtestcm_verdict(r, count, ud="-u" in extra)
     cps = re.search(r"Connections:\s*([\d.]+) usec, CPS\s*([\d.]+)", r.client_out)
     _record(f"dtestcm {' '.join(['-c', str(count), *extra])} {provider}: "
             f"{'PASS' if verdict is None else 'FAIL: ' + verdict}; "
@@ -164,14 +175,19 @@ def test_dtestcm_over_kdat_waiting_on_many_psps(kdat_module, rdma, kernel_log):
     assert verdict is None, f"dtestcm -w -m -b 20 -c {count} over kdat: {verdict}\n{r.text()}"
 
 
-def test_dtestcm_ud_is_not_offered(kdat_module, rdma, kernel_log):
-    """-u asks for UD endpoints, an IB extension service type kdat does not offer: ep_create must
-    say DAT_MODEL_NOT_SUPPORTED (and nothing may hang or crash)."""
-    r = _run_pair("dtestcm", "kdat", rdma["KDAT_TEST_ADDR"], ["-u", "-c", "2", "-p", "20400"],
-                  ["-u", "-c", "2", "-p", "20400"], timeout=60)
-    out = r.server_out + r.client_out
-    assert "dat_ep_create: DAT_MODEL_NOT_SUPPORTED" in out, r.text()
-    assert "timeout" not in (r.server_rc, r.client_rc), r.text()
+def test_dtestcm_ud_over_kdat(kdat_module, rdma, kernel_log):
+    """-u: UD endpoints (DAT's IB extension) whose "connections" are SIDR address exchanges;
+    dtestcm asks max_message_size 2048 on rxe's 1024-byte MTU (clamped, not refused), returns the
+    client's 48 bytes of private data +1 each through the accept and checks them in the UD
+    ESTABLISHED events, which it polls with evd_dequeue."""
+    r, verdict = _dtestcm("kdat", rdma, 20400, count=4, extra=("-u",))
+    assert verdict is None, f"dtestcm -u -c 4 over kdat: {verdict}\n{r.text()}"
+
+
+def test_dtestcm_ud_waiting_over_kdat(kdat_module, rdma, kernel_log):
+    """-u -w: the same, with the UD events taken by evd_wait."""
+    r, verdict = _dtestcm("kdat", rdma, 20450, count=4, extra=("-u", "-w"))
+    assert verdict is None, f"dtestcm -u -w -c 4 over kdat: {verdict}\n{r.text()}"
 
 
 # dtest's defaults (4 MB buffers, bursts of 1000 RDMA writes each way) take many minutes on rxe

@@ -86,6 +86,8 @@ class Case:
     better: str = ""
     figures: bool = False  # dapltest -T P: record the figures it prints
     marks: tuple = field(default=(), compare=False)
+    # a pair's client only: dtestx -u takes -h for both roles and wants -c for the client's
+    client_args: tuple = ()
 
 
 @dataclass
@@ -269,6 +271,10 @@ def _dtestsrq(name, conns, port, *args, debug=False):
 
 DTESTX_PASS = ("IB extension test - immed/atomic test PASSED",)
 
+# libdaplofa's UD: DAPL's openib_cma provider refuses UD QPs outright (dapls_ib_qp_alloc: "create_qp
+# Invalid argument" on any device; DAPL's UD exists only in its scm/ucm providers)
+UD_BETTER = "UD EPs over rdma_cm's SIDR exchanges; libdaplofa has no UD"
+
 CASES = [
     # dapltest -T T: transactions; 10 iterations of each OP list
     _t("SR"),
@@ -318,8 +324,13 @@ CASES = [
     _dtestcm("", 50, 22100),
     _dtestcm("-wait", 50, 22110, "-w"),
     _dtestcm("-multi-psp-wait", 40, 22120, "-m", "-b", "10", "-w"),
-    Case("dtestcm-ud", "dtestcm", "pair", ("-v", "-u", "-c", "4", "-p", "22140"),
-         verdicts=("DAPL Connection Test Complete",)),
+    # UD: "connections" are SIDR address exchanges; the client checks the private data the server
+    # returns (+1 each) in its UD ESTABLISHED events
+    *[Case(f"dtestcm-ud{tag}", "dtestcm", "pair", ("-v", "-u", "-c", "4", "-p", str(port), *more),
+           verdicts=("ALL 4 CONNECTED on Client!", "DAPL Connection Test Complete"),
+           server_verdicts=("ALL 4 CONNECTED on Server!", "DAPL Connection Test Complete"),
+           better=UD_BETTER)
+      for tag, port, more in (("", 22140, ()), ("-wait", 22150, ("-w",)))],
     # dtestsrq: -S 0 is its RC test without an SRQ; by default it uses one.  Not on the debug
     # kernel: its server waits for the completion of its last send while the client, once it
     # has that message, disconnects at once; rxe posts the receive's completion before it sends
@@ -341,7 +352,11 @@ CASES = [
     Case("dtestx", "dtestx", "pair", (), verdicts=DTESTX_PASS, timeout=45, debug=True),
     Case("dtestx-counters", "dtestx", "pair", ("-p",), verdicts=DTESTX_PASS, timeout=45),
     Case("dtestx-query", "dtestx", "alone", ("-q",), verdicts=("Open_Query:",)),
-    Case("dtestx-ud", "dtestx", "pair", ("-u",), verdicts=("PASSED",)),
+    # -u: 4 exchanges on one EP each way, 4 UD sends each way; -m: the client's 4 EPs to the
+    # server's one
+    *[Case(f"dtestx-ud{tag}", "dtestx", "pair", ("-u", *more), client_args=("-c",),
+           verdicts=("UD test PASSED",), timeout=45, better=UD_BETTER)
+      for tag, more in (("", ()), ("-multi", ("-m",)))],
     # last: dapltest -T Q asks the server to wait for its tests, clean up and exit
     Case("dapltest-Q", "dapltest", "quit", ("-T", "Q"), verdicts=(T_END,),
          server_verdicts=("DT_cs_Server", "Exiting.")),
@@ -580,7 +595,8 @@ def _run(case, provider, addr, servers):
             procs.append(server)
             _wait_ready(server, SERVER_READY_RE, 30 * SLOW)
             if server.running():
-                client = Proc("client", [case.program, "-P", provider, "-h", addr, *case.args])
+                client = Proc("client", [case.program, "-P", provider, "-h", addr,
+                                         *case.client_args, *case.args])
                 procs.insert(0, client)
                 if client.wait(timeout) == "timeout":
                     hung.append("client")

@@ -27,12 +27,15 @@ DAT_CONN_QUAL service_port(DAT_CONN_QUAL conn_qual) {
   return conn_qual > 0xffff ? kBase + conn_qual % kModulus : conn_qual;
 }
 
-// An EP's connect or dup_connect was handed to the kernel (its REQ goes out).
+// An EP's connect or dup_connect was handed to the kernel (its REQ goes out; a UD EP's: a
+// request for the peer's address, the SIDR REQ).
 void count_connect(Ep &ep) {
   ep.active = true;
   ++ep.counters[DCNT_EP_CONNECT];
-  ++ep.ia->counters[DCNT_IA_CM_REQ_TX];
+  ++ep.ia->counters[ep.ud ? DCNT_IA_CM_AH_REQ_TX : DCNT_IA_CM_REQ_TX];
 }
+
+constexpr auto kServiceTypeUd = static_cast<DAT_SERVICE_TYPE>(DAT_IB_SERVICE_TYPE_UD);
 
 // An EVD argument of an EP: NULL, or an EVD with `flag` of `ia` -- or, for the connect EVD
 // (any_ia), of any IA sharing ia's kernel file: DAT lets one EVD take the connection events of
@@ -103,7 +106,8 @@ constexpr std::uint8_t kDaplRetryCount = 7;
 
 // arg: the attributes' position in the DAT call (ep_create 6, ep_create_with_srq 7).
 kdat::EpAttributes to_kdat(const DAT_EP_ATTR &attr, DAT_RETURN arg = DAT_INVALID_ARG6) {
-  if (attr.service_type != DAT_SERVICE_TYPE_RC || attr.qos != DAT_QOS_BEST_EFFORT)
+  if ((attr.service_type != DAT_SERVICE_TYPE_RC && attr.service_type != kServiceTypeUd) ||
+      attr.qos != DAT_QOS_BEST_EFFORT)
     fail(DAT_MODEL_NOT_SUPPORTED);
   for (const DAT_COUNT c : {attr.max_recv_dtos, attr.max_request_dtos, attr.max_recv_iov,
                             attr.max_request_iov, attr.max_rdma_read_in, attr.max_rdma_read_out})
@@ -162,8 +166,24 @@ DAT_RETURN create_ep(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
       if (pz != srq->pz) fail(DAT_MODEL_NOT_SUPPORTED);
     }
     if (out == nullptr) fail(DAT_INVALID_PARAMETER, with_srq ? DAT_INVALID_ARG8 : DAT_INVALID_ARG7);
-    const DAT_EP_ATTR given = attr != nullptr ? *attr : default_attr(ia);
+    DAT_EP_ATTR given = attr != nullptr ? *attr : default_attr(ia);
     attr = &given;
+    const bool ud = given.service_type == kServiceTypeUd;
+    if (ud) {
+      // A UD EP is a user UD QP (data_path.hpp): it needs the IA's device (a PZ with a PD), an
+      // IB CM and kdat.ko's UD EPs.  No RDMA on datagrams; a datagram is one packet, so the
+      // largest message is the port's MTU: a larger request is lowered to it, not refused
+      // (dtestcm -u asks 2048 of rxe's 1024-byte MTU), and ep_query reports what was granted.
+      if (!offers_ud(ia)) fail(DAT_MODEL_NOT_SUPPORTED);
+      if (pz == nullptr) fail(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
+      if (!pz->pd) fail(DAT_MODEL_NOT_SUPPORTED);
+      const auto limits = ia.data_path->device_limits();
+      const DAT_SEG_LENGTH mtu = limits && limits->active_mtu != 0 ? limits->active_mtu : 1024;
+      if (given.max_message_size == 0 || given.max_message_size > mtu) given.max_message_size = mtu;
+      given.max_rdma_size = 0;
+      given.max_rdma_read_in = given.max_rdma_read_out = 0;
+      given.max_rdma_read_iov = given.max_rdma_write_iov = 0;
+    }
     const kdat::EpAttributes k = to_kdat(given, with_srq ? DAT_INVALID_ARG7 : DAT_INVALID_ARG6);
     // With a PZ the EP gets a user-owned QP (the data path); without one, a kernel-QP EP.
     std::optional<kdat::UserEndpoint> user;
@@ -171,6 +191,7 @@ DAT_RETURN create_ep(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
       user = ia.data_path->make_user_endpoint(*connect, recv, request, k, attr, srq);
     auto &ep = user ? register_ep(ia, std::move(*user))
                     : register_ep(ia, kdat::Endpoint(ia.kernel, *connect->kernel, k));
+    ep.ud = ud;
     if (srq != nullptr) {
       ep.srq = srq;
       srq->eps.push_back(&ep);
@@ -283,7 +304,9 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
     ep.kernel().connect(address, service_port(conn_qual), to_timeout(timeout), data,
                         static_cast<std::uint32_t>(qos), static_cast<std::uint32_t>(flags));
     count_connect(ep);
-    watch_connect(ep);
+    // A UD EP's exchange needs no step of libkdat's (no REP to answer): its outcome is simply
+    // the next event on the connect EVD, and several may be pending on one EP.
+    if (!ep.ud) watch_connect(ep);
     return DAT_SUCCESS;
   });
 }
@@ -310,8 +333,9 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags) {
     auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
     if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
       fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-    const auto mode =
-        flags == DAT_CLOSE_GRACEFUL_FLAG ? kdat::CloseMode::graceful : kdat::CloseMode::abrupt;
+    // A UD EP has no connection to drain: its disconnect is always abrupt.
+    const auto mode = flags == DAT_CLOSE_GRACEFUL_FLAG && !ep.ud ? kdat::CloseMode::graceful
+                                                                 : kdat::CloseMode::abrupt;
     const bool connected = ep.kernel().state() == kdat::EpState::CONNECTED;
     if (ep.user) {
       // Graceful with requests in flight: the DREQ waits for them (data_path.cpp, kDrainLimit).
@@ -321,7 +345,8 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags) {
       ep.kernel().disconnect(mode);
     }
     ++ep.counters[DCNT_EP_DISCONNECT];
-    if (connected) ++ep.ia->counters[DCNT_IA_CM_DREQ_TX];  // the kernel's CM sends a DREQ
+    // the kernel's CM sends a DREQ (not for a UD EP: it has no connection)
+    if (connected && !ep.ud) ++ep.ia->counters[DCNT_IA_CM_DREQ_TX];
     return DAT_SUCCESS;
   });
 }

@@ -13,9 +13,15 @@
 // (DataPath::arm: arm, then poll again, so nothing that arrived before the arming is slept on).
 // Completions moved to an EVD's local queue wake nobody through the EVD's eventfd: whoever
 // sleeps on that EVD (evd_wait, cno_wait) armed its CQ first, so the completion's channel event
-// wakes it.  The IB extensions' requests (RDMA write with immediate data, atomics) and receives
-// that carry immediate data complete as DAT_IB_DTO_EVENTs with a DAT_IB_EXTENSION_EVENT_DATA in
-// the event's extension data.
+// wakes it.  The IB extensions' requests (RDMA write with immediate data, atomics, UD sends) and
+// receives that carry immediate data or arrive on a UD QP complete as DAT_IB_DTO_EVENTs with a
+// DAT_IB_EXTENSION_EVENT_DATA in the event's extension data.
+//
+// A UD EP (DAT_IB_SERVICE_TYPE_UD) has a UD QP, in RTS from its creation (libkdat): it sends
+// datagrams only (dat_ib_post_send_ud, to an address handle a UD connection event gave), and its
+// receives' lengths count the 40-byte GRH the device writes in front of the payload, as DAPL's
+// consumers (dtestx) expect.  The address handles its events made are its QP's (UserQueuePair::
+// make_address_handle), destroyed by dat_ib_ud_ah_free or with the QP.
 #include "data_path.hpp"
 
 #include <fcntl.h>
@@ -161,6 +167,7 @@ constexpr unsigned kWithInvalidate = IBV_WC_WITH_INV | IBV_WC_IP_CSUM_OK;
 enum class Op {
   send,
   send_with_invalidate,  // a send that invalidates the peer's window (its RMR context)
+  send_ud,               // dat_ib_post_send_ud: a datagram of a UD QP to an address handle
   recv,
   rdma_read,
   rdma_write,
@@ -180,6 +187,7 @@ constexpr DAT_DTOS reported(Op op) {
   switch (op) {
     case Op::send:
     case Op::send_with_invalidate: return DAT_DTO_SEND;
+    case Op::send_ud: return static_cast<DAT_DTOS>(DAT_IB_DTO_SEND_UD);
     case Op::recv: return DAT_DTO_RECEIVE;
     case Op::rdma_read: return DAT_DTO_RDMA_READ;
     case Op::rdma_write: return DAT_DTO_RDMA_WRITE;
@@ -198,6 +206,7 @@ constexpr std::optional<DAT_IB_EXT_TYPE> extension_of(Op op) {
     case Op::rdma_write_immed: return DAT_IB_RDMA_WRITE_IMMED;
     case Op::compare_and_swap: return DAT_IB_CMP_AND_SWAP;
     case Op::fetch_and_add: return DAT_IB_FETCH_AND_ADD;
+    case Op::send_ud: return DAT_IB_UD_SEND;
     default: return std::nullopt;
   }
 }
@@ -239,6 +248,7 @@ struct Request {
   std::uint32_t immed = 0;
   std::uint64_t compare_add = 0;
   std::uint64_t swap = 0;
+  const DAT_IB_ADDR_HANDLE *ah = nullptr;  // a UD send's peer
   DAT_RETURN arg_segments = DAT_INVALID_ARG2;
   DAT_RETURN arg_iov = DAT_INVALID_ARG3;
   DAT_RETURN arg_remote = DAT_INVALID_ARG5;
@@ -284,6 +294,7 @@ void count_post(Ep &ep, Op op, DAT_VLEN length) {
   switch (op) {
     case Op::send:
     case Op::send_with_invalidate: add(DCNT_EP_POST_SEND, DCNT_EP_POST_SEND_DATA); break;
+    case Op::send_ud: add(DCNT_EP_POST_SEND_UD, DCNT_EP_POST_SEND_UD_DATA); break;
     case Op::recv: add(DCNT_EP_POST_RECV, DCNT_EP_POST_RECV_DATA); break;
     case Op::rdma_read: add(DCNT_EP_POST_READ, DCNT_EP_POST_READ_DATA); break;
     case Op::rdma_write: add(DCNT_EP_POST_WRITE, DCNT_EP_POST_WRITE_DATA); break;
@@ -395,12 +406,16 @@ class UserQueuePair final : public QueuePair {
   // The hot path keeps the EP's kernel endpoint (fixed for the EP's life) and its QP at hand.
   // dat_ep_reset may replace the QP (iWARP: a fresh one, since siw's cannot go back to INIT):
   // clear(), which every reset calls, takes it again.
-  UserQueuePair(Ep &ep, VerbsDataPath &path)
+  // ud_mtu: a UD QP's largest datagram (the port's active MTU; 0: unknown, not checked).
+  UserQueuePair(Ep &ep, VerbsDataPath &path, std::uint32_t ud_mtu)
       : ep_(ep),
         path_(path),
         endpoint_(ep.user->endpoint()),
         qp_(ep.user->qp()),
-        max_inline_data_(ep.user->max_inline_data()) {}
+        max_inline_data_(ep.user->max_inline_data()),
+        ud_(ep.user->ud()),
+        qkey_(ep.user->qkey()),
+        ud_mtu_(ud_mtu) {}
 
   // A post of one of DAT's operations (the DAT call's arguments in `r`).
   // Inline into every caller: out of line, building its Request in memory and the call cost a
@@ -438,6 +453,34 @@ class UserQueuePair final : public QueuePair {
                     .arg_remote = cas ? DAT_INVALID_ARG7 : DAT_INVALID_ARG6,
                     .arg_flags = cas ? DAT_INVALID_ARG8 : DAT_INVALID_ARG7};
     return cas ? post<Op::compare_and_swap>(r) : post<Op::fetch_and_add>(r);
+  }
+  // dat_ib_post_send_ud(ep, segments 3, iov 4, ah 5, cookie 6, flags 7)
+  DAT_RETURN post_send_ud(DAT_COUNT n, DAT_LMR_TRIPLET *iov, const DAT_IB_ADDR_HANDLE *ah,
+                          DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags) override {
+    return post<Op::send_ud>({.segments = n,
+                              .iov = iov,
+                              .cookie = cookie,
+                              .flags = flags,
+                              .ah = ah,
+                              .arg_segments = DAT_INVALID_ARG3,
+                              .arg_iov = DAT_INVALID_ARG4,
+                              .arg_remote = DAT_INVALID_ARG5,
+                              .arg_flags = DAT_INVALID_ARG7});
+  }
+  ibv_ah *make_address_handle(const kdat::UdPeer &peer) override {
+    ibv_ah_attr attr = kdat::to_ibv_ah_attr(peer.ah);
+    ibv_ah *ah = ibv_create_ah(qp_->pd, &attr);
+    if (ah == nullptr) fail(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    // A peer that did not say (0) is sent to with our own Q_Key: kdat's QPs share the kernel's.
+    ahs_.emplace(ah, peer.qkey != 0 ? peer.qkey : qkey_);
+    return ah;
+  }
+  bool free_address_handle(ibv_ah *ah) override {
+    const auto it = ahs_.find(ah);
+    if (it == ahs_.end()) return false;
+    (void)ibv_destroy_ah(ah);
+    ahs_.erase(it);
+    return true;
   }
   [[nodiscard]] std::size_t outstanding_recv() const override { return recv_; }
   [[nodiscard]] std::size_t outstanding_request() const override { return request_; }
@@ -484,11 +527,21 @@ class UserQueuePair final : public QueuePair {
   void flush_held(std::size_t from = 0);
   void stop_holding();
 
+  // The Q_Key a UD send to `ah` carries: its peer's, for an AH of this QP's; else our own.
+  [[nodiscard]] std::uint32_t remote_qkey(ibv_ah *ah) const {
+    const auto it = ahs_.find(ah);
+    return it != ahs_.end() ? it->second : qkey_;
+  }
+
   Ep &ep_;
   VerbsDataPath &path_;
   const kdat::Endpoint &endpoint_;
   ibv_qp *qp_;
   std::uint32_t max_inline_data_;
+  bool ud_;               // a UD QP: datagrams (post_send_ud) and receives only
+  std::uint32_t qkey_;    // a UD QP's own Q_Key
+  std::uint32_t ud_mtu_;  // a UD datagram's most bytes (0: not checked)
+  std::unordered_map<ibv_ah *, std::uint32_t> ahs_;  // the AHs it made, with their peers' Q_Keys
   std::size_t recv_ = 0;
   std::size_t request_ = 0;
   FirstSend first_send_ = FirstSend::undecided;
@@ -543,6 +596,7 @@ class VerbsDataPath final : public DataPath {
     l.max_qp_init_rd_atom = d.max_qp_init_rd_atom;
     l.max_msg_sz = msg;
     l.atomics = d.atomic_cap != IBV_ATOMIC_NONE;
+    l.iwarp = iwarp_;
     l.max_srq = d.max_srq;
     l.max_srq_wr = d.max_srq_wr;
     l.max_srq_sge = d.max_srq_sge;
@@ -565,9 +619,11 @@ class VerbsDataPath final : public DataPath {
         std::max<std::uint32_t>(k.max_request_iov != 0 ? k.max_request_iov : kDefaultIov, 1);
     q.max_inline_data = kInlineData;
     q.inline_optional = true;
-    (void)attr;
+    // A UD EP's QP is a UD QP (connect.cpp checked that the IA offers them).
+    q.ud = attr != nullptr &&
+           attr->service_type == static_cast<DAT_SERVICE_TYPE>(DAT_IB_SERVICE_TYPE_UD);
     // The peer's atomics (dat_ib_post_cmp_and_swap, _fetch_and_add) need the QP's permission too.
-    q.remote_atomic = true;
+    q.remote_atomic = !q.ud;
     if (recv != nullptr) q.recv_cq = cq_for(*recv).cq;
     if (request != nullptr) q.send_cq = cq_for(*request).cq;
     if (srq != nullptr) q.srq = verbs_srq(*srq);
@@ -580,8 +636,9 @@ class VerbsDataPath final : public DataPath {
   static ibv_srq *verbs_srq(Srq &srq);
 
   [[nodiscard]] std::unique_ptr<QueuePair> make_queue_pair(Ep &ep) override {
-    if (ep.user) return std::make_unique<UserQueuePair>(ep, *this);
-    return std::make_unique<KernelQueuePair>();
+    if (!ep.user) return std::make_unique<KernelQueuePair>();
+    const auto limits = ep.user->ud() ? device_limits() : std::nullopt;
+    return std::make_unique<UserQueuePair>(ep, *this, limits ? limits->active_mtu : 0);
   }
 
   [[nodiscard]] std::unique_ptr<MemoryRegion> register_memory(Pz &pz, void *address,
@@ -827,7 +884,20 @@ class VerbsDataPath final : public DataPath {
     std::optional<DAT_IB_EXT_TYPE> extension = extension_of(p.op);
     bool immed = false;
     DAT_RMR_CONTEXT invalidated = 0;
-    if (recv && ok) {
+    // A UD QP's receive: always the extension's (its length counts the GRH, as DAPL's does).
+    const bool ud_recv = recv && p.ep->ud;
+    if (ud_recv) [[unlikely]] {
+      extension = DAT_IB_UD_RECV;
+      operation = static_cast<DAT_DTOS>(DAT_IB_DTO_RECV_UD);
+      if (ok) {
+        ++p.ep->counters[DCNT_EP_RECV_UD];
+        p.ep->counters[DCNT_EP_RECV_UD_DATA] += wc.byte_len;
+        if (wc.wc_flags & IBV_WC_WITH_IMM) {
+          operation = static_cast<DAT_DTOS>(DAT_IB_DTO_RECV_UD_IMMED);
+          immed = true;
+        }
+      }
+    } else if (recv && ok) {
       auto &c = p.ep->counters;
       // The peer's send invalidated a window of ours: the event names its context, and the RMR
       // is unbound from now on.
@@ -884,6 +954,8 @@ class VerbsDataPath final : public DataPath {
       // As libdaplofa, the 32 bits go into and come out of the work request unchanged, so
       // either provider reads the other's immediate data.
       if (immed) ext.val.immed.data = wc.imm_data;
+      // A datagram names its sender's QP (no AH: the consumer has the one its exchange gave).
+      if (ud_recv && ok) ext.remote_ah.qpn = wc.src_qp;
       static_assert(sizeof(ext) <= sizeof(event.event_extension_data));
       std::memcpy(event.event_extension_data, &ext, sizeof(ext));
     }
@@ -1081,10 +1153,17 @@ template <Op kOp>
 DAT_RETURN UserQueuePair::post(const Request &r) {
   // What depends on the operation is decided when this is compiled (one copy per operation).
   constexpr bool recv = kOp == Op::recv;
-  constexpr bool to_remote = kOp != Op::send && kOp != Op::send_with_invalidate && !recv;
+  constexpr bool send = kOp == Op::send || kOp == Op::send_with_invalidate || kOp == Op::send_ud;
+  constexpr bool to_remote = !send && !recv;
   constexpr bool atomic = is_atomic(kOp);
-  constexpr bool carries_data = kOp == Op::send || kOp == Op::send_with_invalidate ||
-                                kOp == Op::rdma_write || kOp == Op::rdma_write_immed;
+  constexpr bool carries_data = send || kOp == Op::rdma_write || kOp == Op::rdma_write_immed;
+  // A UD QP takes receives and datagrams only; a datagram needs a UD QP.
+  if constexpr (kOp == Op::send_ud) {
+    if (!ud_) fail(DAT_MODEL_NOT_SUPPORTED);
+  } else if constexpr (!recv) {
+    if (ud_) [[unlikely]]
+      fail(DAT_MODEL_NOT_SUPPORTED);
+  }
   const auto state = static_cast<unsigned>(endpoint_.state_inline());
   // The state table says where each may be posted: receives before the connection and while
   // a graceful disconnect drains (seed 001 stops only new sends, RDMA and binds then), not once
@@ -1107,6 +1186,9 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
   if (n < 0 || n > max_iov) fail(DAT_INVALID_PARAMETER, r.arg_segments);
   if (n > 0 && r.iov == nullptr) fail(DAT_INVALID_PARAMETER, r.arg_iov);
   if (to_remote && r.remote == nullptr) fail(DAT_INVALID_PARAMETER, r.arg_remote);
+  if constexpr (kOp == Op::send_ud) {
+    if (r.ah == nullptr || r.ah->ah == nullptr) fail(DAT_INVALID_PARAMETER, r.arg_remote);
+  }
   constexpr DAT_COMPLETION_FLAGS known = static_cast<DAT_COMPLETION_FLAGS>(
       DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG |
       DAT_COMPLETION_UNSIGNALLED_FLAG | DAT_COMPLETION_BARRIER_FENCE_FLAG |
@@ -1135,6 +1217,10 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
   const SgeList sges(n, r.iov, r.arg_iov);
   ibv_sge *const sge = sges.data();
   const DAT_VLEN length = sges.length();
+  // A datagram is one packet: at most the port's MTU (the device would fail it later).
+  if constexpr (kOp == Op::send_ud) {
+    if (ud_mtu_ != 0 && length > ud_mtu_) fail(DAT_LENGTH_ERROR);
+  }
   const std::uint64_t id = path_.remember(ep_, *evd, r.cookie, length, kOp,
                                           (r.flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0);
   int rc = 0;
@@ -1180,6 +1266,11 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
     if constexpr (kOp == Op::rdma_write_immed) wr.imm_data = r.immed;
     // (a union with imm_data: the peer's RMR context to invalidate)
     if constexpr (kOp == Op::send_with_invalidate) wr.invalidate_rkey = r.immed;
+    if constexpr (kOp == Op::send_ud) {
+      wr.wr.ud.ah = r.ah->ah;
+      wr.wr.ud.remote_qpn = r.ah->qpn;
+      wr.wr.ud.remote_qkey = remote_qkey(r.ah->ah);
+    }
     if (first_send_ != FirstSend::open && must_hold()) {
       hold(id, wr);
       ++outstanding;
@@ -1202,6 +1293,8 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
 UserQueuePair::~UserQueuePair() {
   path_.stop_holding(*this);
   path_.stop_draining(*this);
+  // The AHs not freed by dat_ib_ud_ah_free go before the QP (the Ep destroys this first).
+  for (const auto &[ah, qkey] : ahs_) (void)ibv_destroy_ah(ah);
 }
 
 void UserQueuePair::first_receive(bool ok) {
@@ -1217,6 +1310,7 @@ void UserQueuePair::first_receive(bool ok) {
 void UserQueuePair::clear() {
   qp_ = ep_.user->qp();
   max_inline_data_ = ep_.user->max_inline_data();
+  qkey_ = ep_.user->qkey();
   recv_ = request_ = 0;
   held_.clear();  // their records went with the EP's (forget_ep)
   stop_holding();
@@ -1329,6 +1423,7 @@ void UserQueuePair::check_atomic(const Request &r) {
 DAT_RETURN UserQueuePair::bind(Rmr &rmr, const Lmr *lmr, const DAT_LMR_TRIPLET &target,
                                DAT_MEM_PRIV_FLAGS privileges, DAT_RMR_COOKIE cookie,
                                DAT_COMPLETION_FLAGS flags, DAT_RMR_CONTEXT &context) {
+  if (ud_) fail(DAT_MODEL_NOT_SUPPORTED);  // no memory windows on a UD QP
   const auto state = static_cast<unsigned>(endpoint_.state_inline());
   if (state >= KDAT_EP_STATE_LIMIT || !kPostPermissions.send[state])
     fail(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);

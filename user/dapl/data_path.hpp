@@ -70,6 +70,25 @@ class QueuePair {
   // Posted receives / requests whose completions have not been taken from the CQ yet.
   [[nodiscard]] virtual std::size_t outstanding_recv() const { return 0; }
   [[nodiscard]] virtual std::size_t outstanding_request() const { return 0; }
+
+  // UD EPs (DAT_IB_SERVICE_TYPE_UD); every other QP answers DAT_MODEL_NOT_SUPPORTED / nothing.
+  // dat_ib_post_send_ud: a send of at most the port's MTU to the peer `ah` names (its AH, QPN;
+  // the Q_Key is the one its exchange reported, or this QP's own for an AH made elsewhere).  It
+  // completes as a DAT_IB_DTO_EVENT (DAT_IB_UD_SEND); receives as DAT_IB_UD_RECV, their length
+  // counting the 40-byte GRH in front of the payload.
+  virtual DAT_RETURN post_send_ud(DAT_COUNT /*segments*/, DAT_LMR_TRIPLET * /*iov*/,
+                                  const DAT_IB_ADDR_HANDLE * /*ah*/, DAT_DTO_COOKIE /*cookie*/,
+                                  DAT_COMPLETION_FLAGS /*flags*/) {
+    return error(DAT_MODEL_NOT_SUPPORTED);
+  }
+  // An address handle (ibv_create_ah on the IA's PD) for the peer an exchange reported, kept with
+  // its Q_Key until free_address_handle or this QP's destruction (before the QP's).  Failure
+  // (DAT_INSUFFICIENT_RESOURCES) if verbs refuses it.
+  [[nodiscard]] virtual ibv_ah *make_address_handle(const kdat::UdPeer & /*peer*/) {
+    fail(DAT_MODEL_NOT_SUPPORTED);
+  }
+  // dat_ib_ud_ah_free: destroys `ah` if this QP made it (true), else leaves it (false).
+  virtual bool free_address_handle(ibv_ah * /*ah*/) { return false; }
 };
 
 // Per SRQ (dat_srq_*): a verbs shared receive queue whose receives the QPs of its EPs consume.
@@ -121,6 +140,7 @@ struct DeviceLimits {
   std::uint32_t max_msg_sz = 0;
   std::uint32_t active_mtu = 0;  // bytes; 0: unknown
   bool atomics = false;          // compare-and-swap and fetch-and-add (atomic_cap not NONE)
+  bool iwarp = false;            // an iWARP RNIC: no IB CM, so no UD EPs
   bool mw_type2 = false;         // type 2 windows (dat_rmr_create_for_ep)
   std::int32_t max_srq = 0;
   std::int32_t max_srq_wr = 0;
@@ -198,5 +218,9 @@ class DataPath {
 
 // The data path for `ia` (see the top of this file).
 [[nodiscard]] std::unique_ptr<DataPath> make_data_path(Ia &ia);
+
+// Whether `ia` offers UD EPs (DAT_IB_ATTR_UD): a device this process opened (user QPs), not
+// iWARP, and a kdat.ko of ABI 7 or later.
+[[nodiscard]] bool offers_ud(Ia &ia);
 
 }  // namespace kdat::dapl

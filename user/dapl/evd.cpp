@@ -687,6 +687,68 @@ void queue_event(Evd &evd, const DAT_EVENT &event) {
   if (evd.cno != nullptr) signal(evd.cno->wake.get());
 }
 
+// A UD EP's exchange ended (the kernel's connection event carries the UD tail): the IB
+// extension's DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED (our connect answered: DAT_IB_UD_REMOTE_AH;
+// a request we accepted: DAT_IB_UD_PASSIVE_REMOTE_AH), _REJECT_EVENT (the peer consumer refused)
+// or _ERROR_EVENT (unreachable, timed out).  The extension data names the peer: an AH for it
+// (made on the EP's QP, NULL where the kernel had no address vector), its QPN and IA address;
+// its context is the exchange's record, which keeps the private data until dat_ib_ud_cm_free.
+static void translate_ud(Ia &ia, Ep *ep, const kdat::Event &event, DAT_EVENT &out) {
+  const kdat::UdPeer &peer = *event.ud;
+  DAT_IB_EXTENSION_EVENT_DATA ext{};
+  bool established = false;
+  switch (event.number) {
+    case KDAT_DAT_CONNECTION_EVENT_ESTABLISHED:
+      established = true;
+      out.event_number = static_cast<DAT_EVENT_NUMBER>(DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED);
+      ext.type = peer.passive ? DAT_IB_UD_PASSIVE_REMOTE_AH : DAT_IB_UD_REMOTE_AH;
+      ext.status = DAT_OP_SUCCESS;
+      ++ia.counters[peer.passive ? DCNT_IA_CM_PASSIVE_EST : DCNT_IA_CM_ACTIVE_EST];
+      if (!peer.passive) ++ia.counters[DCNT_IA_CM_AH_RESOLVED];
+      break;
+    case KDAT_DAT_CONNECTION_EVENT_PEER_REJECTED:
+      out.event_number = static_cast<DAT_EVENT_NUMBER>(DAT_IB_UD_CONNECTION_REJECT_EVENT);
+      ext.type = DAT_IB_UD_CONNECT_REJECT;
+      ext.status = DAT_IB_OP_ERR;
+      ++ia.counters[DCNT_IA_CM_USER_REJ_RX];
+      break;
+    default:  // UNREACHABLE, TIMED_OUT (and anything else that ends an exchange)
+      out.event_number = static_cast<DAT_EVENT_NUMBER>(DAT_IB_UD_CONNECTION_ERROR_EVENT);
+      ext.type = DAT_IB_UD_CONNECT_ERROR;
+      ext.status = DAT_IB_OP_ERR;
+      ++ia.counters[DCNT_IA_CM_ERR];
+      if (event.number == KDAT_DAT_CONNECTION_EVENT_TIMED_OUT)
+        ++ia.counters[DCNT_IA_CM_ERR_TIMEOUT];
+      break;
+  }
+  ext.remote_ah.qpn = peer.qpn;
+  sockaddr_storage address{};
+  to_sockaddr(peer.address, address);
+  static_assert(sizeof(ext.remote_ah.ia_addr) <= sizeof(address));
+  std::memcpy(&ext.remote_ah.ia_addr, &address, sizeof(ext.remote_ah.ia_addr));
+  auto &data = out.event_data.connect_event_data;
+  if (ep != nullptr) {
+    data.ep_handle = ep->handle;
+    auto &exchange = *ep->ud_exchanges.emplace_back(std::make_unique<UdExchange>());
+    exchange.private_data = event.private_data;
+    data.private_data_size = static_cast<DAT_COUNT>(exchange.private_data.size());
+    data.private_data = exchange.private_data.empty() ? nullptr : exchange.private_data.data();
+    ext.context.as_ptr = &exchange;
+    if (established && peer.ah_valid && ep->qp) {
+      try {
+        ext.remote_ah.ah = ep->qp->make_address_handle(peer);
+      } catch (const Failure &) {
+        // No AH, no way to send to the peer: the exchange failed after all.
+        out.event_number = static_cast<DAT_EVENT_NUMBER>(DAT_IB_UD_CONNECTION_ERROR_EVENT);
+        ext.type = DAT_IB_UD_CONNECT_ERROR;
+        ext.status = DAT_IB_OP_ERR;
+      }
+    }
+  }
+  static_assert(sizeof(ext) <= sizeof(out.event_extension_data));
+  std::memcpy(out.event_extension_data, &ext, sizeof(ext));
+}
+
 void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out) {
   Ia &ia = *evd.ia;
   std::memset(&out, 0, sizeof(out));
@@ -724,6 +786,8 @@ void translate(Evd &evd, const kdat::Event &event, DAT_EVENT &out) {
     data.conn_qual = cr.conn_qual;
     data.cr_handle = cr.handle;
     data.truncate_flag = DAT_FALSE;
+  } else if (event.is_connection_event() && event.ud) {
+    translate_ud(ia, find_ep(event.ep), event, out);
   } else if (event.is_connection_event()) {
     Ep *ep = find_ep(event.ep);
     count_connection_event(ia, ep, out.event_number);

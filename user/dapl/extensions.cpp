@@ -1,8 +1,11 @@
 // The DAT IB extensions (dat_ib_extensions.h) through dat_extension_op: libdat2 hands the
 // provider's handle_extendedop_func the handle, the operation and the rest of the arguments as a
 // va_list, in the order of dat_ib_extensions.h's macros.  Offered: RDMA write with immediate data
-// and the atomics on the EP's user-owned QP (data_path.cpp), the counters of IAs, EPs and EVDs,
-// and the open and close query.  UD, collectives and sampled counters answer DAT_NOT_IMPLEMENTED.
+// and the atomics on the EP's user-owned QP (data_path.cpp), UD (datagram sends on a UD EP's QP,
+// the release of a UD exchange's record and of its address handle: the UD connection events are
+// evd.cpp's translate_ud), the counters of IAs, EPs and EVDs, and the open and close query.
+// Collectives and sampled counters answer DAT_NOT_IMPLEMENTED.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdio>
@@ -267,6 +270,48 @@ DAT_RETURN fetch_and_add(DAT_HANDLE handle, va_list args) {
   return qp_of(handle).post_atomic(AtomicOp::fetch_and_add, add, 0, local, cookie, remote, flags);
 }
 
+// dat_ib_post_send_ud(ep, segments, local, ah, cookie, flags)
+DAT_RETURN send_ud(DAT_HANDLE handle, va_list args) {
+  const auto segments = va_arg(args, DAT_COUNT);
+  auto *local = va_arg(args, DAT_LMR_TRIPLET *);
+  const auto *ah = va_arg(args, DAT_IB_ADDR_HANDLE *);
+  const auto cookie = va_arg(args, DAT_DTO_COOKIE);
+  const auto flags = flags_arg(args);
+  return qp_of(handle).post_send_ud(segments, local, ah, cookie, flags);
+}
+
+// dat_ib_ud_cm_free(ep, context): the exchange whose event carried `context` is done with; its
+// private data goes.  NULL is nothing to free; an exchange freed already (or another EP's) is
+// DAT_INVALID_PARAMETER.
+DAT_RETURN ud_cm_free(DAT_HANDLE handle, va_list args) {
+  auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
+  const auto context = va_arg(args, DAT_CONTEXT);
+  if (!ep.ud) fail(DAT_MODEL_NOT_SUPPORTED);
+  if (context.as_ptr == nullptr) return DAT_SUCCESS;
+  const auto it = std::find_if(ep.ud_exchanges.begin(), ep.ud_exchanges.end(),
+                               [&](const auto &x) { return x.get() == context.as_ptr; });
+  if (it == ep.ud_exchanges.end()) fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+  ep.ud_exchanges.erase(it);
+  return DAT_SUCCESS;
+}
+
+// dat_ib_ud_ah_free(ep, ah): destroys the address handle a UD connection event gave (NULL, or a
+// NULL ah in it -- an event without one -- is nothing to free).  Any UD EP of the IA may name it;
+// one no event of the IA made is DAT_INVALID_PARAMETER.
+DAT_RETURN ud_ah_free(DAT_HANDLE handle, va_list args) {
+  auto &ep = lookup_as<Ep>(handle, DAT_INVALID_HANDLE_EP);
+  const auto *ah = va_arg(args, DAT_IB_ADDR_HANDLE *);
+  if (!ep.ud) fail(DAT_MODEL_NOT_SUPPORTED);
+  if (ah == nullptr || ah->ah == nullptr) return DAT_SUCCESS;
+  if (ep.qp->free_address_handle(ah->ah)) return DAT_SUCCESS;
+  for (Object *o : ep.ia->children) {
+    if (o->type != DAT_HANDLE_TYPE_EP) continue;
+    auto &other = static_cast<Ep &>(*o);
+    if (other.ud && other.qp && other.qp->free_address_handle(ah->ah)) return DAT_SUCCESS;
+  }
+  fail(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+}
+
 DAT_RETURN extension_op(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args) {
   return guard([&]() -> DAT_RETURN {
     auto lock = lock_provider();
@@ -278,10 +323,13 @@ DAT_RETURN extension_op(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args) {
       case DAT_IB_RDMA_WRITE_IMMED_OP: return rdma_write_immed(handle, args);
       case DAT_IB_CMP_AND_SWAP_OP: return compare_and_swap(handle, args);
       case DAT_IB_FETCH_AND_ADD_OP: return fetch_and_add(handle, args);
+      case DAT_IB_UD_SEND_OP: return send_ud(handle, args);
+      case DAT_IB_UD_CM_FREE_OP: return ud_cm_free(handle, args);
+      case DAT_IB_UD_AH_FREE_OP: return ud_ah_free(handle, args);
       case DAT_IB_QUERY_COUNTERS_OP: return query_counters(handle, args);
       case DAT_IB_PRINT_COUNTERS_OP: return print_counters(handle, args);
       default:
-        // UD (its EPs are refused at ep_create), collectives, sampled link/diag counters.
+        // Collectives, sampled link/diag counters.
         return error(DAT_NOT_IMPLEMENTED);
     }
   });

@@ -264,7 +264,8 @@ void fill_provider_attr(Ia &ia, const std::optional<DeviceLimits> &d, DAT_PROVID
   // The IB extensions, named as libdaplofa names them (dtestx runs its atomics only for a TRUE
   // DAT_IB_CMP_AND_SWAP/DAT_IB_FETCH_AND_ADD, its counters for a DAT_COUNTERS of any value):
   // immediate data and atomics need the data path (user QPs), atomics also the device's support.
-  // UD (DAT_IB_UD) is not offered: ep_create refuses DAT_IB_SERVICE_TYPE_UD.
+  // UD (DAT_IB_UD: DAT_IB_SERVICE_TYPE_UD EPs, dtestx -u and dtestcm -u) needs user QPs, an IB
+  // CM (not iWARP) and kdat.ko's UD EPs (ABI 7).
   std::size_t n = 0;
   ia.provider_specific[n++] = {"DAT_IB_RDMA_READ", "TRUE"};
   if (d && d->active_mtu != 0) {
@@ -276,6 +277,7 @@ void fill_provider_attr(Ia &ia, const std::optional<DeviceLimits> &d, DAT_PROVID
   ia.provider_specific[n++] = {DAT_IB_ATTR_FETCH_AND_ADD, d && d->atomics ? "TRUE" : "FALSE"};
   ia.provider_specific[n++] = {DAT_IB_ATTR_CMP_AND_SWAP, d && d->atomics ? "TRUE" : "FALSE"};
   ia.provider_specific[n++] = {DAT_IB_ATTR_COUNTERS, "TRUE"};
+  ia.provider_specific[n++] = {DAT_IB_ATTR_UD, offers_ud(ia) ? "TRUE" : "FALSE"};
   a.num_provider_specific_attr = static_cast<DAT_COUNT>(n);
   a.provider_specific_attr = ia.provider_specific.data();
 }
@@ -403,6 +405,19 @@ void query_ia(Ia &ia, DAT_IA_ATTR_MASK ia_mask, DAT_IA_ATTR *ia_attr,
   const auto limits = want_ia || want_provider ? ia.data_path->device_limits() : std::nullopt;
   if (want_ia) fill_ia_attr(ia, limits, *ia_attr);
   if (want_provider) fill_provider_attr(ia, limits, *provider_attr);
+}
+
+bool offers_ud(Ia &ia) {
+  const auto d = ia.data_path->device_limits();
+  if (!d || d->iwarp) return false;
+  if (ia.file->abi == 0) {
+    try {
+      ia.file->abi = ia.file->device.version().abi;
+    } catch (const kdat::Error &) {
+      return false;  // asked again next time
+    }
+  }
+  return ia.file->abi >= 7;  // KDAT_UQP_UD and the events' UD tail
 }
 
 Ia::Ia(const Instance &inst, std::shared_ptr<KernelFile> kernel_file, std::string_view name,

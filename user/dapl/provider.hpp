@@ -287,6 +287,13 @@ struct Evd : Object {
   Counters<DCNT_EVD_ALL_COUNTERS> counters{};
 };
 
+// What one exchange of a UD EP left (DAT's "CM object" of a DAT_IB_UD_CONNECTION_EVENT_*): the
+// event's private data, valid until dat_ib_ud_cm_free names it (the extension event's context
+// points here) or the EP is freed.  Several exchanges' events may be pending at once.
+struct UdExchange {
+  std::vector<std::byte> private_data;
+};
+
 struct Ep : Object {
   static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_EP;
   explicit Ep(kdat::Endpoint endpoint) : own(std::move(endpoint)) {}
@@ -308,6 +315,8 @@ struct Ep : Object {
   sockaddr_storage local_address{};
   sockaddr_storage remote_address{};
   bool active = false;  // its connection was asked for by ep_connect/dup_connect (the counters)
+  bool ud = false;      // DAT_IB_SERVICE_TYPE_UD: a user UD QP, exchanges instead of connections
+  std::vector<std::unique_ptr<UdExchange>> ud_exchanges;  // not yet dat_ib_ud_cm_free'd
   Counters<DCNT_EP_ALL_COUNTERS> counters{};
 };
 
@@ -385,6 +394,7 @@ struct Rmr : Object {
 struct KernelFile {
   explicit KernelFile(const std::string &path) : device(path) {}
   kdat::Device device;
+  std::uint32_t abi = 0;  // the module's KDAT_ABI_VERSION, once asked (offers_ud)
   // kernel handle -> provider object, to translate events (whichever IA's EVD they come on)
   std::unordered_map<std::uint32_t, Ep *> eps;
   // EPs freed while connected: their DISCONNECTED is still to be taken, and names the freed
@@ -414,7 +424,7 @@ struct Ia : Object {
   // ia_query's provider-specific attributes: the consumer keeps pointers into them while the
   // IA is open, so they live here.
   std::string transport_mtu;
-  std::array<DAT_NAMED_ATTR, 8> provider_specific{};
+  std::array<DAT_NAMED_ATTR, 10> provider_specific{};
   Counters<DCNT_IA_ALL_COUNTERS> counters{};
 };
 

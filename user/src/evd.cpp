@@ -95,12 +95,12 @@ std::uint32_t Evd::ring_wait(std::uint32_t threshold, Timeout timeout) {
 }
 
 Event Evd::take() {
-  auto raw = ring_.pop();
+  auto raw = ring_.pop_entry();
   if (!raw) {
     throw Error({KDAT_DAT_CLASS_ERROR | KDAT_DAT_INTERNAL_ERROR},
                 "evd_wait: the kernel said the ring was ready but it is empty");
   }
-  return Event::from_raw(*raw);
+  return Event::from_raw(raw->event, raw->ud);
 }
 
 std::optional<Event> Evd::try_wait(std::uint32_t threshold, Timeout timeout) {

@@ -228,6 +228,31 @@ Event Event::from_raw(const kdat_event &raw) {
   return e;
 }
 
+Event Event::from_raw(const kdat_event &raw, const kdat_event_ud &ud) {
+  Event e = from_raw(raw);
+  e.ud = UdPeer::from_raw(ud);
+  return e;
+}
+
 std::string Event::name() const { return event_name(number); }
+
+std::optional<UdPeer> UdPeer::from_raw(const kdat_event_ud &raw) {
+  if ((raw.flags & KDAT_UD_EVENT) == 0) return std::nullopt;
+  UdPeer p;
+  p.ah = raw.ah;
+  p.ah_valid = (raw.flags & KDAT_UD_AH_VALID) != 0;
+  p.passive = (raw.flags & KDAT_UD_PASSIVE) != 0;
+  p.address.raw = raw.addr;
+  p.qpn = raw.qpn;
+  p.qkey = raw.qkey;
+  return p;
+}
+
+std::string UdPeer::to_string() const {
+  std::string text = "qpn 0x" + hex(qpn) + " qkey 0x" + hex(qkey) + " " + address.to_string();
+  if (passive) text += " passive";
+  if (ah_valid) text += " ah";
+  return text;
+}
 
 }  // namespace kdat

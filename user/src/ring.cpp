@@ -65,17 +65,24 @@ bool RingConsumer::dead() const {
 }
 
 std::optional<kdat_event> RingConsumer::pop() {
+  auto entry = pop_entry();
+  if (!entry) return std::nullopt;
+  return entry->event;
+}
+
+std::optional<kdat_ring_entry> RingConsumer::pop_entry() {
   if (head_ == nullptr) return std::nullopt;
   const std::uint32_t tail = __atomic_load_n(tail_, __ATOMIC_ACQUIRE);
   const std::uint32_t head = __atomic_load_n(head_, __ATOMIC_RELAXED);
   if (head == tail) return std::nullopt;
   if (tail - head > entries_) bad_ring("tail is more than a ring ahead of head");
-  kdat_event event;
-  std::memcpy(&event, entries_base_ + static_cast<std::size_t>(head & mask_) * entry_size_,
-              sizeof(event));
+  kdat_ring_entry entry{};
+  // An older kernel's entry is the event alone (entry_size says so): the tail stays zero.
+  const std::size_t taken = entry_size_ >= sizeof(entry) ? sizeof(entry) : sizeof(entry.event);
+  std::memcpy(&entry, entries_base_ + static_cast<std::size_t>(head & mask_) * entry_size_, taken);
   // Release: the copy above is complete before the kernel may reuse the slot.
   __atomic_store_n(head_, head + 1, __ATOMIC_RELEASE);
-  return event;
+  return entry;
 }
 
 }  // namespace kdat

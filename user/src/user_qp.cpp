@@ -36,19 +36,17 @@ ibv_qp_attr to_ibv(const kdat_uqp_attr &k) {
   a.timeout = k.timeout;
   a.retry_cnt = k.retry_cnt;
   a.rnr_retry = k.rnr_retry;
-  const kdat_uqp_ah &ah = k.ah_attr;
-  a.ah_attr.dlid = ah.dlid;
-  a.ah_attr.sl = ah.sl;
-  a.ah_attr.src_path_bits = ah.src_path_bits;
-  a.ah_attr.static_rate = ah.static_rate;
-  a.ah_attr.is_global = ah.is_global;
-  a.ah_attr.port_num = ah.port_num;
-  std::memcpy(a.ah_attr.grh.dgid.raw, ah.dgid, sizeof(ah.dgid));
-  a.ah_attr.grh.flow_label = ah.flow_label;
-  a.ah_attr.grh.sgid_index = ah.sgid_index;
-  a.ah_attr.grh.hop_limit = ah.hop_limit;
-  a.ah_attr.grh.traffic_class = ah.traffic_class;
+  a.qkey = k.qkey;
+  a.ah_attr = to_ibv_ah_attr(k.ah_attr);
   return a;
+}
+
+// Moves `qp` to `state` by itself (no attributes the kernel must hand out: RESET, ERR).
+void modify_state(ibv_qp *qp, ibv_qp_state state, const char *what) {
+  ibv_qp_attr attr{};
+  attr.qp_state = state;
+  const int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+  if (rc != 0) throw_verbs(rc, what);
 }
 
 void establish_raw(int fd, std::uint32_t ep, std::uint32_t flags) {
@@ -59,6 +57,22 @@ void establish_raw(int fd, std::uint32_t ep, std::uint32_t flags) {
 }
 
 }  // namespace
+
+ibv_ah_attr to_ibv_ah_attr(const kdat_uqp_ah &ah) {
+  ibv_ah_attr a{};
+  a.dlid = ah.dlid;
+  a.sl = ah.sl;
+  a.src_path_bits = ah.src_path_bits;
+  a.static_rate = ah.static_rate;
+  a.is_global = ah.is_global;
+  a.port_num = ah.port_num;
+  std::memcpy(a.grh.dgid.raw, ah.dgid, sizeof(ah.dgid));
+  a.grh.flow_label = ah.flow_label;
+  a.grh.sgid_index = ah.sgid_index;
+  a.grh.hop_limit = ah.hop_limit;
+  a.grh.traffic_class = ah.traffic_class;
+  return a;
+}
 
 // ---- Verbs ----------------------------------------------------------------------------------
 
@@ -132,6 +146,9 @@ struct UserEndpoint::Impl final : detail::UserQpHook {
   // iWARP: siw cannot take a QP out of ERR, so a reset gives the EP a new QP (as librdmacm
   // makes one per connection) instead of RESET -> INIT.
   bool fresh_qp_on_reset = false;
+  // A UD QP: INIT, RTR and RTS at once (bring_up), never moved by the CM; ERR applied here.
+  bool ud = false;
+  std::uint32_t qkey = 0;  // a UD QP's, from the kernel's INIT (IBV_QP_QKEY)
   std::optional<Endpoint> ep;
   std::uint32_t handle = 0;
   // QP state changes: the thread taking events and the caller's disconnect/reset/accept.
@@ -156,6 +173,12 @@ struct UserEndpoint::Impl final : detail::UserQpHook {
   // Moves the QP to `qp_state` with the kernel's attributes (cr: the request being accepted).
   void apply(std::uint32_t qp_state, std::uint32_t cr = 0) {
     std::lock_guard lock(qp_mutex);
+    if (ud && qp_state == KDAT_QPS_ERR) {
+      // A UD QP has no connection whose end the kernel would describe: ERR takes no attributes.
+      modify_state(qp, IBV_QPS_ERR, "ibv_modify_qp to ERR");
+      known = IBV_QPS_ERR;
+      return;
+    }
     kdat_uqp_attr arg{};
     arg.ep = handle;
     arg.cr = cr;
@@ -165,12 +188,24 @@ struct UserEndpoint::Impl final : detail::UserQpHook {
     if (arg.attr_mask == 0) return;
     ibv_qp_attr attr = to_ibv(arg);
     if (arg.attr_mask & IBV_QP_ACCESS_FLAGS) attr.qp_access_flags |= extra_access;
+    if (arg.attr_mask & IBV_QP_QKEY) qkey = arg.qkey;
     const int rc = ibv_modify_qp(qp, &attr, static_cast<int>(arg.attr_mask));
     if (rc != 0) {
       throw Error({KDAT_DAT_CLASS_ERROR | KDAT_DAT_INTERNAL_ERROR},
                   "ibv_modify_qp to " + std::to_string(qp_state) + ": " + std::strerror(rc));
     }
     known = static_cast<ibv_qp_state>(qp_state);
+  }
+
+  // A fresh QP (RESET) made ready: INIT, so receives may be posted before any connection; a UD
+  // QP goes on to RTR and RTS (it sends to whichever peer a send names).
+  void bring_up() {
+    std::lock_guard lock(qp_mutex);
+    apply(KDAT_QPS_INIT);
+    if (ud) {
+      apply(KDAT_QPS_RTR);
+      apply(KDAT_QPS_RTS);
+    }
   }
 
   // A new QP for the next connection, the same as the first; the kernel takes its number in
@@ -191,18 +226,15 @@ struct UserEndpoint::Impl final : detail::UserQpHook {
     }
     ibv_destroy_qp(std::exchange(qp, fresh));
     known = IBV_QPS_RESET;
-    apply(KDAT_QPS_INIT);
+    bring_up();
   }
 
-  // RESET -> INIT: a fresh QP for a new connection.
+  // RESET -> INIT (UD: -> RTS): a fresh QP for a new connection.
   void reinit() {
     std::lock_guard lock(qp_mutex);
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_RESET;
-    const int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE);
-    if (rc != 0) throw_verbs(rc, "ibv_modify_qp to RESET");
+    modify_state(qp, IBV_QPS_RESET, "ibv_modify_qp to RESET");
     known = IBV_QPS_RESET;
-    apply(KDAT_QPS_INIT);
+    bring_up();
   }
 
   void sync() {
@@ -245,7 +277,8 @@ UserEndpoint::UserEndpoint(const Ia &ia, const Verbs &verbs, const Evd &connect_
     : impl_(std::make_unique<Impl>()) {
   Impl &m = *impl_;
   m.state = ia.device();
-  m.extra_access = attributes.remote_atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0;
+  m.ud = attributes.ud;
+  m.extra_access = attributes.remote_atomic && !attributes.ud ? IBV_ACCESS_REMOTE_ATOMIC : 0;
   m.send_cq = attributes.send_cq;
   if (m.send_cq == nullptr) {
     m.send_cq = ibv_create_cq(verbs.context(), static_cast<int>(attributes.max_send_wr), nullptr,
@@ -268,7 +301,7 @@ UserEndpoint::UserEndpoint(const Ia &ia, const Verbs &verbs, const Evd &connect_
   init.cap.max_send_sge = attributes.max_send_sge;
   init.cap.max_recv_sge = attributes.max_recv_sge;
   init.cap.max_inline_data = attributes.max_inline_data;
-  init.qp_type = IBV_QPT_RC;
+  init.qp_type = attributes.ud ? IBV_QPT_UD : IBV_QPT_RC;
   if (attributes.srq != nullptr) {
     init.srq = attributes.srq;
     init.cap.max_recv_wr = 0;
@@ -289,6 +322,7 @@ UserEndpoint::UserEndpoint(const Ia &ia, const Verbs &verbs, const Evd &connect_
   arg.connect_evd = connect_evd.handle();
   arg.attr = attributes.ep.to_raw();
   arg.qp_num = m.qp->qp_num;
+  arg.flags = attributes.ud ? KDAT_UQP_UD : 0;
   detail::ioctl_checked(m.state->file.get(), KDAT_IOC_UQP_CREATE, arg, "uqp_create");
   m.handle = arg.ep;
   m.ep.emplace(Endpoint::adopt(ia, arg.ep));
@@ -296,7 +330,7 @@ UserEndpoint::UserEndpoint(const Ia &ia, const Verbs &verbs, const Evd &connect_
     std::lock_guard lock(m.state->uqp_mutex);
     m.state->uqps[m.handle] = &m;
   }
-  m.apply(KDAT_QPS_INIT);
+  m.bring_up();
 }
 
 UserEndpoint::UserEndpoint(UserEndpoint &&other) noexcept = default;
@@ -320,6 +354,13 @@ ibv_cq *UserEndpoint::send_cq() const { return impl_ ? impl_->send_cq : nullptr;
 ibv_cq *UserEndpoint::recv_cq() const { return impl_ ? impl_->recv_cq : nullptr; }
 std::uint32_t UserEndpoint::qp_num() const { return impl_ ? impl_->qp->qp_num : 0; }
 std::uint32_t UserEndpoint::max_inline_data() const { return impl_ ? impl_->max_inline_data : 0; }
+bool UserEndpoint::ud() const { return impl_ && impl_->ud; }
+
+std::uint32_t UserEndpoint::qkey() const {
+  if (!impl_) return 0;
+  std::lock_guard lock(impl_->qp_mutex);  // reset() sets it again
+  return impl_->qkey;
+}
 
 ibv_qp_state UserEndpoint::qp_state() const {
   if (!impl_) detail::throw_null_handle(KDAT_DAT_INVALID_HANDLE_EP, "ibv_query_qp");
@@ -338,6 +379,10 @@ void UserEndpoint::connect(const Address &remote, std::uint64_t conn_qual, Timeo
 void UserEndpoint::accept(ConnectionRequest &cr, PrivateDataView private_data) {
   Endpoint &ep = endpoint();
   std::lock_guard lock(impl_->qp_mutex);
+  if (impl_->ud) {
+    cr.accept(ep, private_data);  // the QP is in RTS since its creation: nothing to move
+    return;
+  }
   const std::uint32_t crh = cr.handle();
   const ibv_qp_state before = impl_->known;
   try {

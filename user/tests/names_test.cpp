@@ -77,6 +77,36 @@ TEST(Address, ParseAndFormat) {
   }
 }
 
+TEST(Event, UdTailOnlyWithItsFlag) {
+  kdat_event raw{};
+  raw.number = KDAT_DAT_CONNECTION_EVENT_TIMED_OUT;
+  kdat_event_ud ud{};
+  EXPECT_FALSE(kdat::Event::from_raw(raw).ud.has_value());
+  EXPECT_FALSE(kdat::Event::from_raw(raw, ud).ud.has_value()) << "a zero tail is no peer";
+  ud.qpn = 5;  // a tail without KDAT_UD_EVENT is not valid
+  EXPECT_FALSE(kdat::Event::from_raw(raw, ud).ud.has_value());
+  ud.flags = KDAT_UD_EVENT;
+  const auto e = kdat::Event::from_raw(raw, ud);
+  ASSERT_TRUE(e.ud.has_value());
+  EXPECT_FALSE(e.ud->ah_valid);
+  EXPECT_FALSE(e.ud->passive);
+  EXPECT_EQ(e.ud->qpn, 5u);
+  EXPECT_EQ(e.name(), "CONNECTION_EVENT_TIMED_OUT");
+}
+
+TEST(Event, UdPeerText) {
+  kdat_event_ud ud{};
+  ud.flags = KDAT_UD_EVENT | KDAT_UD_PASSIVE | KDAT_UD_AH_VALID;
+  ud.qpn = 0x12;
+  ud.qkey = 0x1234567;
+  ud.addr = kdat::Address::parse("192.0.2.1", 20000).raw;
+  const auto p = kdat::UdPeer::from_raw(ud);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->to_string(), "qpn 0x12 qkey 0x1234567 192.0.2.1:20000 passive ah");
+  ud.flags = KDAT_UD_EVENT;
+  EXPECT_EQ(kdat::UdPeer::from_raw(ud)->to_string(), "qpn 0x12 qkey 0x1234567 192.0.2.1:20000");
+}
+
 TEST(Event, FromRawCopiesPrivateDataAndNames) {
   kdat_event raw{};
   raw.number = KDAT_DAT_CONNECTION_EVENT_ESTABLISHED;

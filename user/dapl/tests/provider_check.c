@@ -1333,7 +1333,7 @@ static void extensions(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL 
   DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
   DAT_EVD_HANDLE c_conn = DAT_HANDLE_NULL, c_dto = DAT_HANDLE_NULL, s_conn = DAT_HANDLE_NULL;
   DAT_EVD_HANDLE s_dto = DAT_HANDLE_NULL, cr_evd = DAT_HANDLE_NULL;
-  DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL, ud = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL;
   DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
   DAT_LMR_HANDLE c_lmr = DAT_HANDLE_NULL, s_lmr = DAT_HANDLE_NULL, p_lmr = DAT_HANDLE_NULL;
   DAT_LMR_HANDLE ro_lmr = DAT_HANDLE_NULL;
@@ -1360,7 +1360,8 @@ static void extensions(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL 
       "ext: provider attributes name immediate data, atomics and counters TRUE",
       attr_true(pr_attr, DAT_IB_ATTR_IMMED_DATA) && attr_true(pr_attr, DAT_IB_ATTR_FETCH_AND_ADD) &&
           attr_true(pr_attr, DAT_IB_ATTR_CMP_AND_SWAP) && attr_true(pr_attr, DAT_IB_ATTR_COUNTERS));
-  truth("ext: UD is not named TRUE", !attr_true(pr_attr, DAT_IB_ATTR_UD));
+  truth("ext: provider attributes name UD (TRUE or FALSE: see ud:)",
+        named_attr(pr_attr, DAT_IB_ATTR_UD) != NULL);
 
   expect("ext: pz_create", dat_pz_create(ia, &pz), DAT_SUCCESS);
   dat_evd_create(ia, 16, NULL, DAT_EVD_CONNECTION_FLAG, &c_conn);
@@ -1369,10 +1370,7 @@ static void extensions(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL 
   dat_evd_create(ia, 32, NULL, DAT_EVD_DTO_FLAG, &s_dto);
   dat_evd_create(ia, 16, NULL, DAT_EVD_CR_FLAG, &cr_evd);
   memset(&attr, 0, sizeof(attr));
-  attr.service_type = (DAT_SERVICE_TYPE)DAT_IB_SERVICE_TYPE_UD;
   attr.qos = DAT_QOS_BEST_EFFORT;
-  expect("ext: ep_create of a UD EP", dat_ep_create(ia, pz, c_dto, c_dto, c_conn, &attr, &ud),
-         DAT_MODEL_NOT_SUPPORTED);
   attr.service_type = DAT_SERVICE_TYPE_RC;
   attr.max_recv_dtos = attr.max_request_dtos = 8;
   attr.max_recv_iov = attr.max_request_iov = 1;
@@ -1510,9 +1508,9 @@ static void extensions(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL 
   expect("ext: write_immed with more segments than max_request_iov",
          dat_ib_post_rdma_write_immed(c, 2, iov, ck, &rmr, 1, DAT_COMPLETION_DEFAULT_FLAG),
          DAT_INVALID_PARAMETER);
-  expect("ext: UD send (not offered)",
+  expect("ext: UD send on an RC EP",
          dat_ib_post_send_ud(c, 1, iov, NULL, ck, DAT_COMPLETION_DEFAULT_FLAG),
-         DAT_NOT_IMPLEMENTED);
+         DAT_MODEL_NOT_SUPPORTED);
   truth("ext: no completion for the refused posts", no_event(c_dto));
   truth("ext: the target was not touched by them", smem[32] == 0x8877665544332221ULL);
 
@@ -1611,6 +1609,305 @@ out:
                              DAT_PROVIDER_FIELD_ALL, &qp),
            DAT_PROVIDER_NOT_FOUND);
   }
+}
+
+/* ---- UD (DAT_IB_SERVICE_TYPE_UD): address exchanges and datagrams between two EPs */
+
+/* Waits for a UD connection event on evd and checks it: its number, the extension type, the EP
+ * it names and its private data; an ESTABLISHED one must name the peer (an AH, a QPN).  Fills
+ * *ev; returns the check's verdict. */
+static int ud_event(const char *what, DAT_EVD_HANDLE evd, DAT_EVENT *ev, DAT_EVENT_NUMBER number,
+                    DAT_IB_EXT_TYPE type, DAT_EP_HANDLE ep, const char *pdata) {
+  DAT_EVENT_NUMBER n = next_event(evd, ev);
+  const DAT_CONNECTION_EVENT_DATA *d = &ev->event_data.connect_event_data;
+  const DAT_IB_EXTENSION_EVENT_DATA *x =
+      (const DAT_IB_EXTENSION_EVENT_DATA *)ev->event_extension_data;
+  const int size = (int)strlen(pdata);
+  char line[200];
+  int ok = n == number && x->type == type && d->ep_handle == ep && d->private_data_size == size &&
+           (size == 0 || (d->private_data != NULL && memcmp(d->private_data, pdata, size) == 0));
+  if (number == (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED)
+    ok = ok && x->status == DAT_OP_SUCCESS && x->remote_ah.ah != NULL && x->remote_ah.qpn != 0 &&
+         x->context.as_ptr != NULL;
+  snprintf(line, sizeof(line), "%s: event 0x%x type %d, its EP, private data \"%s\"%s", what,
+           (unsigned)number, (int)type, pdata,
+           number == (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED
+               ? ", an AH and the peer's QPN"
+               : "");
+  if (!ok)
+    printf("     (event 0x%x type %d status %d ep %p/%p pdata %d bytes ah %p qpn 0x%x)\n", n,
+           (int)x->type, (int)x->status, (void *)d->ep_handle, (void *)ep, d->private_data_size,
+           (void *)x->remote_ah.ah, x->remote_ah.qpn);
+  return truth(line, ok);
+}
+
+static void ud_datagrams(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port,
+                         const DAT_PROVIDER_ATTR *pr_attr) {
+  static char cbuf[8192], sbuf[8192];
+  static const char ping[] = "ping from the client", pong[] = "pong from the server!";
+  DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE c_conn = DAT_HANDLE_NULL, s_conn = DAT_HANDLE_NULL, c_dto = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE s_dto = DAT_HANDLE_NULL, cr_evd = DAT_HANDLE_NULL, rc_conn = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL, rc = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE none = DAT_HANDLE_NULL;
+  DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
+  DAT_LMR_HANDLE c_lmr = DAT_HANDLE_NULL, s_lmr = DAT_HANDLE_NULL;
+  DAT_LMR_CONTEXT c_l = 0, s_l = 0;
+  DAT_RMR_CONTEXT c_r = 0, s_r = 0;
+  DAT_VLEN len;
+  DAT_VADDR va;
+  DAT_REGION_DESCRIPTION region;
+  DAT_DTO_COOKIE ck;
+  DAT_EVENT ev;
+  DAT_LMR_TRIPLET iov;
+  DAT_RMR_TRIPLET rmr;
+  DAT_EP_ATTR attr;
+  DAT_EP_PARAM param;
+  DAT_CR_PARAM crp;
+  DAT_CR_HANDLE cr = DAT_HANDLE_NULL;
+  DAT_IB_ADDR_HANDLE to_server, to_client, nothing;
+  DAT_CONTEXT c_cm, s_cm;
+  DAT_EP_STATE state;
+  DAT_VLEN mtu = 0;
+  const DAT_IB_EXTENSION_EVENT_DATA *x =
+      (const DAT_IB_EXTENSION_EVENT_DATA *)ev.event_extension_data;
+  const char *named_mtu = named_attr(pr_attr, "DAT_IB_TRANSPORT_MTU");
+  int exchanged = 0;
+
+  memset(&attr, 0, sizeof(attr));
+  attr.service_type = (DAT_SERVICE_TYPE)DAT_IB_SERVICE_TYPE_UD;
+  attr.qos = DAT_QOS_BEST_EFFORT;
+  attr.max_message_size = 4096; /* more than rxe's MTU: the provider takes the MTU */
+  attr.max_recv_dtos = attr.max_request_dtos = 8;
+  attr.max_recv_iov = attr.max_request_iov = 1;
+  dat_evd_create(ia, 16, NULL, DAT_EVD_CONNECTION_FLAG, &c_conn);
+  dat_evd_create(ia, 16, NULL, DAT_EVD_CONNECTION_FLAG, &s_conn);
+  dat_evd_create(ia, 16, NULL, DAT_EVD_CONNECTION_FLAG, &rc_conn);
+  dat_evd_create(ia, 32, NULL, DAT_EVD_DTO_FLAG, &c_dto);
+  dat_evd_create(ia, 32, NULL, DAT_EVD_DTO_FLAG, &s_dto);
+  dat_evd_create(ia, 16, NULL, DAT_EVD_CR_FLAG, &cr_evd);
+  expect("ud: pz_create", dat_pz_create(ia, &pz), DAT_SUCCESS);
+  if (!attr_true(pr_attr, DAT_IB_ATTR_UD)) {
+    /* an iWARP device or an older kdat.ko: UD is refused, and named FALSE */
+    expect("ud: ep_create of a UD EP (UD not offered)",
+           dat_ep_create(ia, pz, c_dto, c_dto, c_conn, &attr, &c), DAT_MODEL_NOT_SUPPORTED);
+    goto out;
+  }
+  expect("ud: ep_create of a UD EP without a PZ",
+         dat_ep_create(ia, DAT_HANDLE_NULL, c_dto, c_dto, c_conn, &attr, &none),
+         DAT_INVALID_HANDLE);
+  expect("ud: ep_create (client)", dat_ep_create(ia, pz, c_dto, c_dto, c_conn, &attr, &c),
+         DAT_SUCCESS);
+  expect("ud: ep_create (server)", dat_ep_create(ia, pz, s_dto, s_dto, s_conn, &attr, &s),
+         DAT_SUCCESS);
+  memset(&param, 0, sizeof(param));
+  if (expect("ud: ep_query", dat_ep_query(c, DAT_EP_FIELD_ALL, &param), DAT_SUCCESS)) {
+    mtu = param.ep_attr.max_message_size;
+    truth("ud: ep_query: a UD EP, UNCONNECTED, no RDMA reads",
+          param.ep_attr.service_type == (DAT_SERVICE_TYPE)DAT_IB_SERVICE_TYPE_UD &&
+              param.ep_state == DAT_EP_STATE_UNCONNECTED && param.ep_attr.max_rdma_read_in == 0 &&
+              param.ep_attr.max_rdma_read_out == 0);
+    truth("ud: max_message_size 4096 taken as the port's MTU (DAT_IB_TRANSPORT_MTU)",
+          mtu > 0 && mtu <= 4096 &&
+              (named_mtu == NULL || mtu == (DAT_VLEN)strtoul(named_mtu, NULL, 10)));
+  }
+  attr.service_type = DAT_SERVICE_TYPE_RC;
+  attr.max_rdma_read_in = attr.max_rdma_read_out = 1;
+  expect("ud: ep_create (an RC EP beside them)",
+         dat_ep_create(ia, pz, c_dto, c_dto, rc_conn, &attr, &rc), DAT_SUCCESS);
+  region.for_va = cbuf;
+  dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(cbuf), pz, DAT_MEM_PRIV_ALL_FLAG,
+                 DAT_VA_TYPE_VA, &c_lmr, &c_l, &c_r, &len, &va);
+  region.for_va = sbuf;
+  dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof(sbuf), pz, DAT_MEM_PRIV_ALL_FLAG,
+                 DAT_VA_TYPE_VA, &s_lmr, &s_l, &s_r, &len, &va);
+  /* receives before any exchange (the QP is ready from its creation); room for the GRH */
+  for (uint64_t i = 0; i < 2; ++i) {
+    iov = triplet(s_l, sbuf + 512 * i, 512);
+    ck.as_64 = 0x81 + i;
+    expect("ud: post_recv (server, UNCONNECTED)",
+           dat_ep_post_recv(s, 1, &iov, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+    iov = triplet(c_l, cbuf + 512 * i, 512);
+    ck.as_64 = 0x91 + i;
+    expect("ud: post_recv (client, UNCONNECTED)",
+           dat_ep_post_recv(c, 1, &iov, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  }
+  expect("ud: psp_create", dat_psp_create(ia, port, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp),
+         DAT_SUCCESS);
+
+  /* one exchange: the client asks with "hello", the server accepts with "world!" */
+  expect("ud: ep_connect (client)",
+         dat_ep_connect(c, addr, port, WAIT_US, 5, (DAT_PVOID) "hello", DAT_QOS_BEST_EFFORT,
+                        DAT_CONNECT_DEFAULT_FLAG),
+         DAT_SUCCESS);
+  if (!truth("ud: a CONNECTION_REQUEST_EVENT on the PSP",
+             next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT))
+    goto out;
+  cr = ev.event_data.cr_arrival_event_data.cr_handle;
+  memset(&crp, 0, sizeof(crp));
+  expect("ud: cr_query", dat_cr_query(cr, DAT_CR_FIELD_ALL, &crp), DAT_SUCCESS);
+  truth("ud: the request's private data is \"hello\"",
+        crp.private_data_size == 5 && memcmp(crp.private_data, "hello", 5) == 0);
+  expect("ud: cr_accept of a UD request on an RC EP", dat_cr_accept(cr, rc, 0, NULL),
+         DAT_INVALID_PARAMETER);
+  expect("ud: cr_accept (server UD EP)", dat_cr_accept(cr, s, 6, (DAT_PVOID) "world!"),
+         DAT_SUCCESS);
+  exchanged +=
+      ud_event("ud: server", s_conn, &ev, (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED,
+               DAT_IB_UD_PASSIVE_REMOTE_AH, s, "hello");
+  to_client = x->remote_ah;
+  s_cm = x->context;
+  exchanged +=
+      ud_event("ud: client", c_conn, &ev, (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED,
+               DAT_IB_UD_REMOTE_AH, c, "world!");
+  to_server = x->remote_ah;
+  c_cm = x->context;
+  if (!truth("ud: both exchanges ended ESTABLISHED", exchanged == 2)) goto out;
+  state = DAT_EP_STATE_UNCONNECTED;
+  dat_ep_get_status(c, &state, NULL, NULL);
+  truth("ud: the client EP is CONNECTED", state == DAT_EP_STATE_CONNECTED);
+  state = DAT_EP_STATE_UNCONNECTED;
+  dat_ep_get_status(s, &state, NULL, NULL);
+  truth("ud: the server EP is CONNECTED", state == DAT_EP_STATE_CONNECTED);
+  truth("ud: each side names the other's QPN",
+        to_server.qpn != to_client.qpn && to_server.qpn != 0 && to_client.qpn != 0);
+
+  /* a datagram each way: the receive's length counts the 40-byte GRH before the payload */
+  memcpy(cbuf + 1024, ping, sizeof(ping));
+  iov = triplet(c_l, cbuf + 1024, sizeof(ping));
+  ck.as_64 = 0xa1;
+  expect("ud: post_send_ud (client to server)",
+         dat_ib_post_send_ud(c, 1, &iov, &to_server, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_SUCCESS);
+  ext_done("ud: the client's send completes", c_dto, 0xa1, sizeof(ping), DAT_IB_UD_SEND,
+           DAT_IB_DTO_SEND_UD, DAT_DTO_SUCCESS, &ev);
+  ext_done("ud: the server receives it (payload + 40)", s_dto, 0x81, sizeof(ping) + 40,
+           DAT_IB_UD_RECV, DAT_IB_DTO_RECV_UD, DAT_DTO_SUCCESS, &ev);
+  truth("ud: the payload is at +40, exactly", memcmp(sbuf + 40, ping, sizeof(ping)) == 0);
+  truth("ud: the receive names the client's QP", x->remote_ah.qpn == to_client.qpn);
+  memcpy(sbuf + 1024, pong, sizeof(pong));
+  iov = triplet(s_l, sbuf + 1024, sizeof(pong));
+  ck.as_64 = 0xb1;
+  expect("ud: post_send_ud (server to client, suppressed)",
+         dat_ib_post_send_ud(s, 1, &iov, &to_client, ck, DAT_COMPLETION_SUPPRESS_FLAG),
+         DAT_SUCCESS);
+  ext_done("ud: the client receives it (payload + 40)", c_dto, 0x91, sizeof(pong) + 40,
+           DAT_IB_UD_RECV, DAT_IB_DTO_RECV_UD, DAT_DTO_SUCCESS, &ev);
+  truth("ud: the payload is at +40, exactly", memcmp(cbuf + 40, pong, sizeof(pong)) == 0);
+  truth("ud: no completion for the suppressed send", no_event(s_dto));
+
+  /* what a UD EP does not do, and what a UD send needs */
+  iov = triplet(c_l, cbuf + 1024, 16);
+  rmr.rmr_context = s_r;
+  rmr.virtual_address = (DAT_VADDR)(uintptr_t)(sbuf + 2048);
+  rmr.segment_length = 16;
+  ck.as_64 = 0xc1;
+  expect("ud: RDMA write on a UD EP",
+         dat_ep_post_rdma_write(c, 1, &iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_MODEL_NOT_SUPPORTED);
+  expect("ud: RDMA read on a UD EP",
+         dat_ep_post_rdma_read(c, 1, &iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_MODEL_NOT_SUPPORTED);
+  expect("ud: a plain post_send on a UD EP (no address)",
+         dat_ep_post_send(c, 1, &iov, ck, DAT_COMPLETION_DEFAULT_FLAG), DAT_MODEL_NOT_SUPPORTED);
+  iov = triplet(c_l, cbuf, 8);
+  expect("ud: fetch_and_add on a UD EP",
+         dat_ib_post_fetch_and_add(c, 1, &iov, ck, &rmr, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_MODEL_NOT_SUPPORTED);
+  expect("ud: post_send_ud without an address handle",
+         dat_ib_post_send_ud(c, 1, &iov, NULL, ck, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_INVALID_PARAMETER);
+  nothing = to_server;
+  nothing.ah = NULL;
+  expect("ud: post_send_ud to a NULL AH",
+         dat_ib_post_send_ud(c, 1, &iov, &nothing, ck, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_INVALID_PARAMETER);
+  if (mtu > 0 && mtu < sizeof(cbuf)) {
+    iov = triplet(c_l, cbuf, mtu + 1);
+    expect("ud: post_send_ud of more than the MTU",
+           dat_ib_post_send_ud(c, 1, &iov, &to_server, ck, DAT_COMPLETION_DEFAULT_FLAG),
+           DAT_LENGTH_ERROR);
+  }
+  expect("ud: post_send_ud on an RC EP",
+         dat_ib_post_send_ud(rc, 1, &iov, &to_server, ck, DAT_COMPLETION_DEFAULT_FLAG),
+         DAT_MODEL_NOT_SUPPORTED);
+  truth("ud: no completion for the refused posts", no_event(c_dto));
+  {
+    DAT_UINT64 epc[DCNT_EP_ALL_COUNTERS];
+    if (truth("ud: query_counters (client EP)", all_counters(c, DCNT_EP_ALL_COUNTERS, epc)))
+      truth("ud: client EP counts 1 UD send, 1 UD receive (payload + 40), 1 connect",
+            epc[DCNT_EP_POST_SEND_UD] == 1 && epc[DCNT_EP_POST_SEND_UD_DATA] == sizeof(ping) &&
+                epc[DCNT_EP_RECV_UD] == 1 && epc[DCNT_EP_RECV_UD_DATA] == sizeof(pong) + 40 &&
+                epc[DCNT_EP_CONNECT] == 1 && epc[DCNT_EP_POST_SEND] == 0);
+  }
+
+  /* the exchange's records: its CM object, its AH */
+  expect("ud: ud_cm_free (client)", dat_ib_ud_cm_free(c, c_cm.as_ptr), DAT_SUCCESS);
+  expect("ud: ud_cm_free of a freed one", dat_ib_ud_cm_free(c, c_cm.as_ptr), DAT_INVALID_PARAMETER);
+  expect("ud: ud_cm_free (server)", dat_ib_ud_cm_free(s, s_cm.as_ptr), DAT_SUCCESS);
+  expect("ud: ud_ah_free (the client's AH of the server)", dat_ib_ud_ah_free(c, &to_server),
+         DAT_SUCCESS);
+  expect("ud: ud_ah_free of a freed AH", dat_ib_ud_ah_free(c, &to_server), DAT_INVALID_PARAMETER);
+  expect("ud: ud_ah_free of no AH", dat_ib_ud_ah_free(c, &nothing), DAT_SUCCESS);
+  expect("ud: ud_cm_free on an RC EP", dat_ib_ud_cm_free(rc, NULL), DAT_MODEL_NOT_SUPPORTED);
+
+  /* two exchanges at once on the CONNECTED client EP, both accepted on the server EP (dtestx
+   * -u's pattern); their AHs are left for ep_free */
+  exchanged = 0;
+  for (int i = 0; i < 2; ++i)
+    expect("ud: ep_connect again (CONNECTED client)",
+           dat_ep_connect(c, addr, port, WAIT_US, 4, (DAT_PVOID) "more", DAT_QOS_BEST_EFFORT,
+                          DAT_CONNECT_DEFAULT_FLAG),
+           DAT_SUCCESS);
+  for (int i = 0; i < 2; ++i)
+    if (next_event(cr_evd, &ev) == DAT_CONNECTION_REQUEST_EVENT)
+      exchanged += dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, s, 4,
+                                 (DAT_PVOID) "back") == DAT_SUCCESS;
+  for (int i = 0; i < 2; ++i) {
+    exchanged += ud_event("ud: server (again)", s_conn, &ev,
+                          (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED,
+                          DAT_IB_UD_PASSIVE_REMOTE_AH, s, "more");
+    exchanged += ud_event("ud: client (again)", c_conn, &ev,
+                          (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED,
+                          DAT_IB_UD_REMOTE_AH, c, "back");
+  }
+  truth("ud: two concurrent exchanges: 2 accepts, 4 events", exchanged == 6);
+  /* a request nobody listens for */
+  expect("ud: ep_connect to a port nobody listens on",
+         dat_ep_connect(c, addr, port + 9, WAIT_US, 0, NULL, DAT_QOS_BEST_EFFORT,
+                        DAT_CONNECT_DEFAULT_FLAG),
+         DAT_SUCCESS);
+  {
+    DAT_EVENT_NUMBER n = next_event(c_conn, &ev);
+    truth("ud: it ends in a UD reject or error event, the EP still CONNECTED",
+          (n == (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_REJECT_EVENT ||
+           n == (DAT_EVENT_NUMBER)DAT_IB_UD_CONNECTION_ERROR_EVENT) &&
+              ev.event_data.connect_event_data.ep_handle == c &&
+              dat_ep_get_status(c, &state, NULL, NULL) == DAT_SUCCESS &&
+              state == DAT_EP_STATE_CONNECTED);
+  }
+
+  /* a UD EP's disconnect is abrupt, whatever is asked: its posted receive flushes */
+  expect("ud: ep_disconnect graceful (client)", dat_ep_disconnect(c, DAT_CLOSE_GRACEFUL_FLAG),
+         DAT_SUCCESS);
+  truth("ud: client DISCONNECTED", next_event(c_conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+  ext_done("ud: the client's posted receive flushes", c_dto, 0x92, (DAT_VLEN)-1, DAT_IB_UD_RECV,
+           DAT_IB_DTO_RECV_UD, DAT_DTO_ERR_FLUSHED, &ev);
+out:
+  /* the server EP goes without a disconnect (as dtestx's do), its AHs with it */
+  if (s != DAT_HANDLE_NULL) expect("ud: ep_free (server, CONNECTED)", dat_ep_free(s), DAT_SUCCESS);
+  if (c != DAT_HANDLE_NULL) expect("ud: ep_free (client)", dat_ep_free(c), DAT_SUCCESS);
+  if (rc != DAT_HANDLE_NULL) dat_ep_free(rc);
+  if (none != DAT_HANDLE_NULL) dat_ep_free(none);
+  if (psp != DAT_HANDLE_NULL) dat_psp_free(psp);
+  if (c_lmr != DAT_HANDLE_NULL) dat_lmr_free(c_lmr);
+  if (s_lmr != DAT_HANDLE_NULL) dat_lmr_free(s_lmr);
+  dat_evd_free(c_dto);
+  dat_evd_free(s_dto);
+  dat_evd_free(c_conn);
+  dat_evd_free(s_conn);
+  dat_evd_free(rc_conn);
+  dat_evd_free(cr_evd);
+  expect("ud: pz_free", dat_pz_free(pz), DAT_SUCCESS);
 }
 
 int main(int argc, char **argv) {
@@ -2114,6 +2411,7 @@ int main(int argc, char **argv) {
 
   data_path(ia, server_addr, port + 20);
   extensions(ia, server_addr, port + 30, provider, &ia_attr, &pr_attr);
+  ud_datagrams(ia, server_addr, port + 50, &pr_attr);
   big_qualifier(ia, server_addr);
 
   /* ---- IA close: graceful refuses while objects live; abrupt frees them */

@@ -35,7 +35,11 @@ class RingConsumer {
   [[nodiscard]] std::uint32_t overflow() const;
   // The EVD was freed.
   [[nodiscard]] bool dead() const;
-  // Take the oldest event, releasing its slot to the kernel; nullopt when the ring is empty.
+  // Take the oldest entry (the event and its UD tail), releasing its slot to the kernel; nullopt
+  // when the ring is empty.  A ring whose entries are smaller than struct kdat_ring_entry (ABI 6
+  // and older: a bare struct kdat_event) has no tail: it reads as zero.
+  [[nodiscard]] std::optional<kdat_ring_entry> pop_entry();
+  // The same without the UD tail (libkdat 0.1's call, kept for its callers).
   [[nodiscard]] std::optional<kdat_event> pop();
 
  private:

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <kdat/error.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -46,6 +47,23 @@ struct Address {
   [[nodiscard]] std::string to_string() const;
 };
 
+// The peer a UD EP's exchange named (ABI 7): the UD tail (struct kdat_event_ud) of the connection
+// event that ended one of its exchanges -- an ep_connect's SIDR request (its ESTABLISHED, or the
+// PEER_REJECTED, UNREACHABLE or TIMED_OUT that ended it) or a request the EP accepted.
+struct UdPeer {
+  kdat_uqp_ah ah{};        // its address vector (to_ibv_ah_attr, user_qp.hpp), if ah_valid
+  bool ah_valid = false;   // the kernel gave one (on InfiniBand a passive side gets none)
+  bool passive = false;    // the peer asked and this EP accepted; else our connect was answered
+  Address address;         // its IA address and connection qualifier
+  std::uint32_t qpn = 0;   // its UD QP; 0 if it did not say (a raw IA's peer)
+  std::uint32_t qkey = 0;  // its Q_Key, for a send's remote_qkey
+
+  // nullopt unless raw.flags has KDAT_UD_EVENT (the tail of every other event is zero).
+  [[nodiscard]] static std::optional<UdPeer> from_raw(const kdat_event_ud &raw);
+  // "qpn 0x12 qkey 0x1234567 192.0.2.1:20000 passive" (+ " ah" when the AH is valid).
+  [[nodiscard]] std::string to_string() const;
+};
+
 // One event as dat_evd_wait/dequeue return it.
 struct Event {
   std::uint32_t number = 0;  // DAT_EVENT_NUMBER (KDAT_DAT_*_EVENT*)
@@ -57,8 +75,13 @@ struct Event {
   std::uint64_t cookie = 0;
   std::uint32_t transfered_length = 0;
   PrivateData private_data;  // connection events: the peer's private data
+  // A UD EP's connection event (the tail's KDAT_UD_EVENT): whom its exchange reached.
+  std::optional<UdPeer> ud;
 
+  // An event without its UD tail (as ABI 6 and older kernels give it).
   [[nodiscard]] static Event from_raw(const kdat_event &raw);
+  // An event and its UD tail, as EVD_WAIT, EVD_DEQUEUE and ring entries (ABI 7) give them.
+  [[nodiscard]] static Event from_raw(const kdat_event &raw, const kdat_event_ud &ud);
   // "CONNECTION_EVENT_ESTABLISHED", "CONNECTION_REQUEST_EVENT", ...
   [[nodiscard]] std::string name() const;
   [[nodiscard]] bool is_connection_request() const {

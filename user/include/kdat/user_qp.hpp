@@ -29,6 +29,17 @@
 // DISCONNECT_PENDING lasts only for the DREQ/DREP exchange.  For seed 001's order (the requests
 // in flight complete, then the DREQ), call disconnect_after_requests() instead and
 // requests_done() once their completions are in: the kernel holds the DREQ until then.
+//
+// UD (UserQpAttributes::ud, ABI 7; DAT's DAT_IB_SERVICE_TYPE_UD): the QP is a UD QP and the EP
+// exchanges addresses instead of connecting.  RESET -> INIT -> RTR -> RTS all happen when the
+// UserEndpoint is made and in reset(): the QP can send and receive from the start, and the CM
+// never moves it.  Each connect() is one exchange (a SIDR request; several may run at once, also
+// on a CONNECTED EP): its outcome is one connection event whose Event::ud names the peer -- its
+// address vector (to_ibv_ah_attr, for ibv_create_ah), QPN and Q_Key -- with ESTABLISHED, or
+// PEER_REJECTED, UNREACHABLE or TIMED_OUT.  accept() of a UD request answers at once and
+// ESTABLISHED (Event::ud->passive) follows on the connect EVD.  Send with ibv_post_send's
+// wr.ud = {an AH of the peer, its qpn, its qkey}; a receive's byte_len counts the 40-byte GRH in
+// front of the payload.  disconnect() is always abrupt: the QP goes to ERR.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -89,8 +100,15 @@ class MemoryRegion {
   ibv_mr *mr_ = nullptr;
 };
 
+// The address vector the kernel handed out (a UD peer's, UdPeer::ah; a transition's ah_attr) as
+// libibverbs takes it: for ibv_create_ah, or an RC QP's RTR.
+[[nodiscard]] ibv_ah_attr to_ibv_ah_attr(const kdat_uqp_ah &ah);
+
 struct UserQpAttributes {
   EpAttributes ep;  // IRD/ORD, retry and RNR counts, flow control (the DTO fields are unused)
+  // A UD QP (IBV_QPT_UD) instead of an RC one: see the top of this header.  The kernel refuses it
+  // on iWARP (DAT_MODEL_NOT_SUPPORTED); RDMA reads and atomics (remote_atomic) do not apply.
+  bool ud = false;
   std::uint32_t max_send_wr = 16;
   std::uint32_t max_recv_wr = 16;
   std::uint32_t max_send_sge = 1;
@@ -113,9 +131,9 @@ struct UserQpAttributes {
   ibv_srq *srq = nullptr;
 };
 
-// An EP with its own RC QP and two CQs (send, receive; its own unless UserQpAttributes names
-// some) on the Verbs' device.  Destruction frees the kernel EP (a connected EP is torn down: the
-// peer sees DISCONNECTED), then the QP and the CQs it owns.
+// An EP with its own RC (or UD) QP and two CQs (send, receive; its own unless UserQpAttributes
+// names some) on the Verbs' device.  Destruction frees the kernel EP (a connected EP is torn
+// down: the peer sees DISCONNECTED), then the QP and the CQs it owns.
 // Move-only; a moved-from UserEndpoint has handle 0.
 // Thread-safety: as Endpoint.  The QP may be posted to and the CQs polled from any thread (as
 // libibverbs allows) while libkdat changes the QP's state from the thread that takes connection
@@ -147,14 +165,20 @@ class UserEndpoint {
   [[nodiscard]] std::uint32_t max_inline_data() const;
   // ibv_query_qp's view of the QP's state.
   [[nodiscard]] ibv_qp_state qp_state() const;
+  // A UD QP: yes (UserQpAttributes::ud).
+  [[nodiscard]] bool ud() const;
+  // A UD QP's Q_Key, as the kernel's INIT set it (peers of kdat send with it); 0 for RC.
+  [[nodiscard]] std::uint32_t qkey() const;
 
   // dat_ep_connect; the outcome arrives on the connect EVD (see the top of this header).
   void connect(const Address &remote, std::uint64_t conn_qual, Timeout timeout,
                PrivateDataView private_data = {});
   // dat_cr_accept of `cr` on this EP: the QP goes to RTR and RTS, then the kernel accepts.  If the
   // accept is refused the QP goes back to INIT (the EP is unchanged) and the Error is rethrown.
+  // UD: the QP is in RTS already; the kernel accepts (a request of the other kind, UD on RC or RC
+  // on UD: DAT_INVALID_PARAMETER, arg 2).
   void accept(ConnectionRequest &cr, PrivateDataView private_data = {});
-  // dat_ep_disconnect.  Abrupt: the QP is in ERR when this returns.
+  // dat_ep_disconnect.  Abrupt (UD: always): the QP is in ERR when this returns.
   void disconnect(CloseMode mode = CloseMode::abrupt);
   // A graceful disconnect whose DREQ waits: the EP is DISCONNECT_PENDING (if it was CONNECTED;
   // in any other state this is disconnect(graceful)) and the DREQ goes when requests_done() is
@@ -163,8 +187,9 @@ class UserEndpoint {
   // The requests that were in flight at disconnect_after_requests() have completed: the DREQ
   // goes now.  Nothing happens if no DREQ is held (the connection ended meanwhile).
   void requests_done();
-  // dat_ep_reset (a DISCONNECTED EP becomes UNCONNECTED) and the QP RESET -> INIT.  On iWARP
-  // (siw cannot take a QP out of ERR) the EP gets a new QP instead: qp() and qp_num() change.
+  // dat_ep_reset (a DISCONNECTED EP becomes UNCONNECTED) and the QP RESET -> INIT (UD: on to
+  // RTS).  On iWARP (siw cannot take a QP out of ERR) the EP gets a new QP instead: qp() and
+  // qp_num() change.
   void reset();
   // Applies ERR if the kernel's state is DISCONNECTED and the QP is not in ERR yet.  libkdat calls
   // it on every connection event it takes for this EP; call it yourself if you do not wait on the

@@ -128,6 +128,105 @@ struct Pair {
   }
 };
 
+// A datagram of `len` bytes at `offset` of the side's buffer to the peer an exchange named, through
+// an AH made from the event's address vector; waits for its completion.
+void send_datagram(UserSide &side, kdat::UserEndpoint &ep, const kdat::UdPeer &peer,
+                   std::size_t offset, std::uint32_t len, std::uint64_t id) {
+  ASSERT_TRUE(peer.ah_valid);
+  ibv_ah_attr attr = kdat::to_ibv_ah_attr(peer.ah);
+  ibv_ah *ah = ibv_create_ah(side.verbs.pd(), &attr);
+  ASSERT_NE(ah, nullptr) << std::strerror(errno);
+  ibv_sge sge{side.mr.address() + offset, len, side.mr.lkey()};
+  ibv_send_wr wr{};
+  wr.wr_id = id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.ud.ah = ah;
+  wr.wr.ud.remote_qpn = peer.qpn;
+  wr.wr.ud.remote_qkey = peer.qkey;
+  ibv_send_wr *bad = nullptr;
+  EXPECT_EQ(ibv_post_send(ep.qp(), &wr, &bad), 0);
+  const auto sc = poll(ep.send_cq(), 1);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].status, IBV_WC_SUCCESS) << ibv_wc_status_str(sc[0].status);
+  EXPECT_EQ(ibv_destroy_ah(ah), 0);
+}
+
+// A datagram arrived: the GRH's 40 bytes first (counted in byte_len), then the payload.
+void expect_datagram(UserSide &to, kdat::UserEndpoint &ep, std::uint64_t id, UserSide &from,
+                     std::size_t from_offset, std::uint32_t len, std::uint32_t src_qp) {
+  const auto rc = poll(ep.recv_cq(), 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, IBV_WC_SUCCESS) << ibv_wc_status_str(rc[0].status);
+  EXPECT_EQ(rc[0].wr_id, id);
+  EXPECT_EQ(rc[0].byte_len, 40u + len);
+  EXPECT_TRUE(rc[0].wc_flags & IBV_WC_GRH);
+  EXPECT_EQ(rc[0].src_qp, src_qp);
+  EXPECT_TRUE(same(to.buf, 40, from.buf, from_offset, len));
+}
+
+// UD (ABI 7): a UD QP is in RTS from its creation; each connect is an address exchange whose
+// event names the peer (address vector, QPN, Q_Key) on both sides, and datagrams then go both
+// ways to AHs made from those events.  A disconnect is abrupt, a reset brings the QP back to RTS.
+TEST(UserQp, UdEndpointsExchangeAddressesAndSendDatagramsBothWays) {
+  UserSide server, client;
+  const std::uint16_t port = next_port();
+  kdat::Psp psp{server.ia, server.crevd, port};
+  kdat::UserQpAttributes ud;
+  ud.ud = true;
+  auto sep = server.ep(ud);
+  auto cep = client.ep(ud);
+  for (auto *ep : {&sep, &cep}) {
+    EXPECT_TRUE(ep->ud());
+    EXPECT_EQ(ep->qp_state(), IBV_QPS_RTS);
+    EXPECT_EQ(ep->qkey(), 0x01234567u);  // rdma_cm's UDP port space's
+    EXPECT_EQ(ep->state(), EpState::UNCONNECTED);
+  }
+  post_recv(sep, server.mr, 0, 40 + 64, 1);
+  post_recv(cep, client.mr, 0, 40 + 64, 2);
+
+  cep.connect(remote(), port, 10s, kdat::as_private_data("ud?"));
+  kdat::ConnectionRequest cr(server.crevd,
+                             expect_event(server.crevd, KDAT_DAT_CONNECTION_REQUEST_EVENT));
+  EXPECT_EQ(kdat::to_string(cr.query().private_data), "ud?");
+  sep.accept(cr, kdat::as_private_data("ud!"));
+  const auto cev = expect_event(client.evd, KDAT_DAT_CONNECTION_EVENT_ESTABLISHED);
+  const auto sev = expect_event(server.evd, KDAT_DAT_CONNECTION_EVENT_ESTABLISHED);
+  ASSERT_TRUE(cev.ud.has_value());
+  ASSERT_TRUE(sev.ud.has_value());
+  EXPECT_FALSE(cev.ud->passive);
+  EXPECT_TRUE(sev.ud->passive);
+  EXPECT_EQ(cev.ud->qpn, sep.qp_num());
+  EXPECT_EQ(sev.ud->qpn, cep.qp_num());
+  EXPECT_EQ(cev.ud->qkey, sep.qkey());
+  EXPECT_EQ(cev.private_data_string(), "ud!");
+  EXPECT_EQ(sev.private_data_string(), "ud?");
+  EXPECT_EQ(cep.state(), EpState::CONNECTED);
+  EXPECT_EQ(sep.state(), EpState::CONNECTED);
+
+  fill(client.buf, 1024, 16, 3);
+  send_datagram(client, cep, *cev.ud, 1024, 16, 10);
+  expect_datagram(server, sep, 1, client, 1024, 16, cep.qp_num());
+  fill(server.buf, 2048, 64, 9);
+  send_datagram(server, sep, *sev.ud, 2048, 64, 11);
+  expect_datagram(client, cep, 2, server, 2048, 64, sep.qp_num());
+
+  // graceful has nothing to drain on a UD EP: DISCONNECTED at once, the QP in ERR
+  post_recv(cep, client.mr, 0, 40 + 64, 3);
+  cep.disconnect(CloseMode::graceful);
+  expect_event(client.evd, KDAT_DAT_CONNECTION_EVENT_DISCONNECTED);
+  EXPECT_EQ(cep.qp_state(), IBV_QPS_ERR);
+  const auto flushed = poll(cep.recv_cq(), 1);
+  ASSERT_EQ(flushed.size(), 1u);
+  EXPECT_EQ(flushed[0].status, IBV_WC_WR_FLUSH_ERR);
+  cep.reset();
+  EXPECT_EQ(cep.state(), EpState::UNCONNECTED);
+  EXPECT_EQ(cep.qp_state(), IBV_QPS_RTS);
+  EXPECT_TRUE(cq_quiet(sep.recv_cq()));  // the client's end reached nothing of the server's
+}
+
 TEST(UserQp, FreshEndpointHasAnInitQpAndAUserQpRecord) {
   UserSide s;
   auto ep = s.ep();
