@@ -73,6 +73,9 @@ extern const struct kdat_cm_ops kdat_cm_rdma;
 #if IS_ENABLED(CONFIG_KUNIT)
 /* KUnit only: replace an IA's CM before it has any EP or service point. */
 int kdat_test_ia_set_cm_ops(struct kdat_ia *ia, const struct kdat_cm_ops *ops);
+/* KUnit only: /dev/kdat's EP_CONNECT of a UD EP (kdat_ud.c) */
+kdat_ret_t kdat_test_ud_connect(struct kdat_ep *ep, const struct sockaddr *remote, u64 conn_qual,
+				u32 timeout_us, const void *pdata, s32 pdata_size);
 /* KUnit only: what kdat's ib_client does for this IA when its device goes. */
 void kdat_test_ia_device_removed(struct kdat_ia *ia);
 /* KUnit only: hold (or release) the IA owner's lock, or an EP's, as a long call would */

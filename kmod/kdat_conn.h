@@ -34,6 +34,22 @@
 #define KDAT_DEFAULT_RETRY_COUNT	6
 #define KDAT_MAX_EPS		65536
 
+/*
+ * One address exchange of a UD EP (kdat_ud.c starts and ends it; kdat_uqp.c
+ * ends what its EP leaves behind).
+ */
+struct kdat_ud_exchange {
+	struct list_head node;		/* ep->uqp->ud_exchanges until it ends, under ep->lock */
+	struct kdat_ep *ep;		/* holds a reference */
+	struct rdma_cm_id *id;		/* its own RDMA_PS_UDP id; context: this exchange */
+	struct delayed_work timeout;	/* the connect timeout, if finite */
+	struct work_struct end;		/* destroys the id of an exchange ended by its EP */
+	refcount_t ref;			/* the id's, and the timeout's while it is queued */
+	union kdat_sockaddr remote;
+	u8 wire[KDAT_PDATA_UD_WIRE_MAX];
+	u8 wire_len;
+};
+
 /* A userspace QP's side of its EP (kdat_uqp.c). */
 struct kdat_uqp {
 	u32 qpn;			/* the process's QP; only ever sent to the peer */
@@ -276,6 +292,9 @@ kdat_ret_t kdat_ep_link(struct kdat_ep *ep, struct kdat_evd *conn,
 void kdat_ep_kill(struct kdat_ep *ep, struct kdat_ep_wire *wire);
 void kdat_ep_finish(struct kdat_ep *ep, struct kdat_ep_wire *wire);
 kdat_ret_t kdat_check_private_data(const void *pdata, s32 size, u32 max);
+kdat_ret_t kdat_connect_check(struct kdat_ep *ep, const struct sockaddr *remote, u64 conn_qual,
+			      u32 timeout_us, const void *pdata, s32 pdata_size, u32 qos,
+			      u32 flags);
 
 /* kdat_sp.c */
 struct rdma_cm_id *kdat_sp_kill(struct kdat_sp *sp);
@@ -333,6 +352,10 @@ void kdat_ep_qpn_unindex(struct kdat_ep *ep);
 kdat_ret_t kdat_uqp_check_renumber(struct kdat_ep *ep, u32 qpn);
 kdat_ret_t kdat_ep_reset_to(struct kdat_ep *ep, u32 uqpn);
 void kdat_uqp_rep_arrived(struct kdat_ep *ep, const u8 *pdata, u32 len);
+void kdat_ud_exchange_init(struct kdat_ud_exchange *x, struct kdat_ep *ep,
+			   work_func_t timeout_fn);
+void kdat_ud_exchange_put(struct kdat_ud_exchange *x);
+void kdat_uqp_end_exchanges(struct kdat_ep *ep);
 void kdat_uqp_reset(struct kdat_ep *ep, u32 qpn);
 kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
 			   const struct kdat_ep_attr *attr, u32 qpn, u32 flags, u32 *handle);
@@ -349,9 +372,8 @@ static inline bool kdat_ep_is_ud(const struct kdat_ep *ep)
 	return ep->uqp && ep->uqp->ud;
 }
 
-kdat_ret_t kdat_ud_connect(struct kdat_ep *ep, const struct sockaddr *remote, u16 port,
-			   u32 timeout_us, const void *pdata, s32 pdata_size);
-void kdat_ud_end_exchanges(struct kdat_ep *ep);
+kdat_ret_t kdat_ud_connect(struct kdat_ep *ep, const struct sockaddr *remote, u64 conn_qual,
+			   u32 timeout_us, const void *pdata, s32 pdata_size, u32 qos, u32 flags);
 void kdat_ud_passive_peer(struct kdat_ia *ia, const struct kdat_cr *cr,
 			  struct kdat_event_ud *peer);
 bool kdat_ud_may_listen(struct kdat_sp *sp);

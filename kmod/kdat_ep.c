@@ -762,7 +762,7 @@ void kdat_ep_kill(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 	lockdep_assert_held(&ep->obj.ctx->lock);
 	mutex_lock(&ep->lock);
 	kdat_ep_abort_wire(ep, wire);
-	kdat_ud_end_exchanges(ep);
+	kdat_uqp_end_exchanges(ep);
 	kdat_obj_unlink(&ep->obj);
 	list_del_init(&ep->ia_node);
 	kdat_ep_qpn_unindex(ep);
@@ -1133,9 +1133,10 @@ static void kdat_ep_save_pdata(struct kdat_ep *ep, const void *pdata, s32 size)
 		memcpy(ep->private_data, pdata, size);
 }
 
-kdat_ret_t kdat_ep_connect(struct kdat_ep *ep, const struct sockaddr *remote,
-			   u64 conn_qual, u32 timeout_us, const void *pdata,
-			   s32 pdata_size, u32 qos, u32 flags)
+/* dat_ep_connect's arguments, in DAT's order: an RC EP's (below) and a UD EP's (kdat_ud.c) */
+kdat_ret_t kdat_connect_check(struct kdat_ep *ep, const struct sockaddr *remote, u64 conn_qual,
+			      u32 timeout_us, const void *pdata, s32 pdata_size, u32 qos,
+			      u32 flags)
 {
 	kdat_ret_t ret;
 
@@ -1150,9 +1151,24 @@ kdat_ret_t kdat_ep_connect(struct kdat_ep *ep, const struct sockaddr *remote,
 		return ret;
 	if (flags & KDAT_DAT_CONNECT_MULTIPATH_REQUIRED_FLAG)	/* one path only */
 		return kdat_err(KDAT_DAT_MODEL_NOT_SUPPORTED, KDAT_DAT_NO_SUBTYPE);
-	/* set at creation: no lock needed to tell */
+	return KDAT_DAT_SUCCESS;
+}
+
+kdat_ret_t kdat_ep_connect(struct kdat_ep *ep, const struct sockaddr *remote,
+			   u64 conn_qual, u32 timeout_us, const void *pdata,
+			   s32 pdata_size, u32 qos, u32 flags)
+{
+	kdat_ret_t ret;
+
+	ret = kdat_connect_check(ep, remote, conn_qual, timeout_us, pdata, pdata_size, qos, flags);
+	if (ret)
+		return ret;
+	/*
+	 * UD EPs are /dev/kdat's (user QPs), whose EP_CONNECT goes to
+	 * kdat_ud_connect(); set at creation: no lock needed to tell.
+	 */
 	if (kdat_ep_is_ud(ep))
-		return kdat_ud_connect(ep, remote, conn_qual, timeout_us, pdata, pdata_size);
+		return kdat_err(KDAT_DAT_MODEL_NOT_SUPPORTED, KDAT_DAT_NO_SUBTYPE);
 
 	mutex_lock(&ep->lock);
 	if (ep->obj.dead) {

@@ -388,7 +388,7 @@ void kdat_ia_device_removed(struct kdat_ia *ia)
 	list_for_each_entry(ep, &ia->eps, ia_node) {
 		mutex_lock(&ep->lock);
 		kdat_ep_step(ep, KDAT_EP_STIM_DEVICE_REMOVED, NULL, 0);
-		kdat_ud_end_exchanges(ep);	/* their ids go from kdat_wq, flushed below */
+		kdat_uqp_end_exchanges(ep);	/* their ids go from kdat_wq, flushed below */
 		ids[2 * n] = kdat_ep_detach_id(ep);
 		mutex_unlock(&ep->lock);
 		ids[2 * n + 1] = (void *)ep;

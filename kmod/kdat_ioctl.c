@@ -406,6 +406,10 @@ static long kdat_ioc_ep_connect(struct kdat_ioc_call *call)
 
 	if (kdat_addr_in(&remote, &a->remote_addr))
 		a->status = KDAT_ERR(KDAT_DAT_INVALID_ADDRESS, KDAT_DAT_NO_SUBTYPE);
+	else if (kdat_ep_is_ud(call->obj[0]))	/* an address exchange, not a connection */
+		a->status = kdat_ud_connect(call->obj[0], (struct sockaddr *)&remote,
+					    a->conn_qual, a->timeout_us, a->private_data,
+					    a->private_data_size, a->qos, a->flags);
 	else
 		a->status = kdat_ep_connect(call->obj[0], (struct sockaddr *)&remote,
 					    a->conn_qual, a->timeout_us, a->private_data,

@@ -23,6 +23,15 @@ int kdat_test_ia_set_cm_ops(struct kdat_ia *ia, const struct kdat_cm_ops *ops)
 }
 EXPORT_SYMBOL_GPL(kdat_test_ia_set_cm_ops);
 
+/* /dev/kdat's EP_CONNECT on a UD EP: an address exchange (kdat_ud.c) */
+kdat_ret_t kdat_test_ud_connect(struct kdat_ep *ep, const struct sockaddr *remote, u64 conn_qual,
+				u32 timeout_us, const void *pdata, s32 pdata_size)
+{
+	return kdat_ud_connect(ep, remote, conn_qual, timeout_us, pdata, pdata_size,
+			       KDAT_DAT_QOS_BEST_EFFORT, KDAT_CONNECT_DEFAULT);
+}
+EXPORT_SYMBOL_GPL(kdat_test_ud_connect);
+
 void kdat_test_ia_device_removed(struct kdat_ia *ia)
 {
 	/* as kdat_ib_remove() does, for this one IA */

@@ -10,9 +10,11 @@
  *
  * Who ends an exchange unlinks it from its EP's list under ep->lock: the
  * id's handler (an outcome: rdma_cm destroys the id on our return), the
- * connect timeout's work, or the EP's free, reset or device removal (the
- * exchange's end work destroys the id).  The exchange lives until its id is
- * destroyed and its timeout work is done (ref).
+ * connect timeout's work, or the EP's free, reset or device removal
+ * (kdat_uqp_end_exchanges(), below the EP: the exchange's end work destroys
+ * the id).  The exchange lives until its id is destroyed and its timeout
+ * work is done (ref).  This file is above the EP (it steps it); the EP's own
+ * code never calls here: /dev/kdat's EP_CONNECT does, for a UD EP.
  */
 #include <linux/slab.h>
 #include <linux/workqueue.h>
@@ -20,26 +22,6 @@
 #include <rdma/ib_cache.h>
 #include <rdma/ib_cm.h>
 #include "kdat_conn.h"
-
-struct kdat_ud_exchange {
-	struct list_head node;		/* ep->uqp->ud_exchanges until it ends, under ep->lock */
-	struct kdat_ep *ep;		/* holds a reference */
-	struct rdma_cm_id *id;		/* its own RDMA_PS_UDP id; context: this exchange */
-	struct delayed_work timeout;	/* the connect timeout, if finite */
-	struct work_struct end;		/* destroys the id of an exchange ended by its EP */
-	refcount_t ref;			/* the id's, and the timeout's while it is queued */
-	union kdat_sockaddr remote;
-	u8 wire[KDAT_PDATA_UD_WIRE_MAX];
-	u8 wire_len;
-};
-
-static void kdat_ud_put(struct kdat_ud_exchange *x)
-{
-	if (!refcount_dec_and_test(&x->ref))
-		return;
-	kdat_obj_put(&x->ep->obj);
-	kfree(x);
-}
 
 /* The tail of an exchange's event: the peer as far as it is known. */
 static void kdat_ud_peer_init(struct kdat_event_ud *peer, const union kdat_sockaddr *addr,
@@ -78,34 +60,7 @@ static bool kdat_ud_end(struct kdat_ud_exchange *x, unsigned int stimulus, const
 static void kdat_ud_cancel_timeout(struct kdat_ud_exchange *x)
 {
 	if (cancel_delayed_work(&x->timeout))
-		kdat_ud_put(x);		/* the timeout's */
-}
-
-static void kdat_ud_end_work(struct work_struct *work)
-{
-	struct kdat_ud_exchange *x = container_of(work, struct kdat_ud_exchange, end);
-
-	if (cancel_delayed_work_sync(&x->timeout))
-		kdat_ud_put(x);		/* the timeout's */
-	x->ep->ia->cm->destroy_id(x->id);
-	kdat_ud_put(x);			/* the id's */
-}
-
-/*
- * The EP ends every exchange it has in flight, with no event (free, reset,
- * device removal): their ids go from kdat_wq.  Caller holds ep->lock.
- */
-void kdat_ud_end_exchanges(struct kdat_ep *ep)
-{
-	struct kdat_ud_exchange *x, *tmp;
-
-	lockdep_assert_held(&ep->lock);
-	if (!kdat_ep_is_ud(ep))
-		return;
-	list_for_each_entry_safe(x, tmp, &ep->uqp->ud_exchanges, node) {
-		list_del_init(&x->node);
-		queue_work(kdat_wq, &x->end);
-	}
+		kdat_ud_exchange_put(x);	/* the timeout's */
 }
 
 static void kdat_ud_timeout_work(struct work_struct *work)
@@ -121,9 +76,9 @@ static void kdat_ud_timeout_work(struct work_struct *work)
 	if (ended) {
 		/* a handler at work on the id finds the exchange over; this waits for it */
 		ep->ia->cm->destroy_id(x->id);
-		kdat_ud_put(x);		/* the id's */
+		kdat_ud_exchange_put(x);	/* the id's */
 	}
-	kdat_ud_put(x);			/* the timeout's */
+	kdat_ud_exchange_put(x);	/* the timeout's */
 }
 
 /* A SIDR reply that refused us: the peer consumer's reject, or anyone else's. */
@@ -204,12 +159,16 @@ static int kdat_ud_upcall(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	if (!ended)
 		return 0;	/* whoever ended it destroys the id */
 	kdat_ud_cancel_timeout(x);
-	kdat_ud_put(x);		/* the id's: rdma_cm destroys it after this upcall */
+	kdat_ud_exchange_put(x);		/* the id's: rdma_cm destroys it after this upcall */
 	return 1;
 }
 
-kdat_ret_t kdat_ud_connect(struct kdat_ep *ep, const struct sockaddr *remote, u16 port,
-			   u32 timeout_us, const void *pdata, s32 pdata_size)
+/*
+ * dat_ep_connect of a UD EP (/dev/kdat's EP_CONNECT sends it here): the
+ * arguments are checked as for any connect, then one exchange starts.
+ */
+kdat_ret_t kdat_ud_connect(struct kdat_ep *ep, const struct sockaddr *remote, u64 conn_qual,
+			   u32 timeout_us, const void *pdata, s32 pdata_size, u32 qos, u32 flags)
 {
 	struct kdat_ia *ia = ep->ia;
 	struct kdat_ud_exchange *x;
@@ -217,16 +176,15 @@ kdat_ret_t kdat_ud_connect(struct kdat_ep *ep, const struct sockaddr *remote, u1
 	kdat_ret_t ret;
 	int err;
 
+	ret = kdat_connect_check(ep, remote, conn_qual, timeout_us, pdata, pdata_size, qos, flags);
+	if (ret)
+		return ret;
 	x = kzalloc(sizeof(*x), GFP_KERNEL);
 	if (!x)
 		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
-	INIT_LIST_HEAD(&x->node);
-	INIT_DELAYED_WORK(&x->timeout, kdat_ud_timeout_work);
-	INIT_WORK(&x->end, kdat_ud_end_work);
-	refcount_set(&x->ref, 1);
-	x->ep = ep;
+	kdat_ud_exchange_init(x, ep, kdat_ud_timeout_work);
 	kdat_sockaddr_copy(&x->remote, remote);
-	kdat_sockaddr_set_port(&x->remote, port);
+	kdat_sockaddr_set_port(&x->remote, conn_qual);
 
 	mutex_lock(&ep->lock);
 	if (ep->obj.dead) {
@@ -248,7 +206,6 @@ kdat_ret_t kdat_ud_connect(struct kdat_ep *ep, const struct sockaddr *remote, u1
 		goto fail;
 	}
 	x->id = id;
-	kdat_obj_get_ref(&ep->obj);	/* the exchange's */
 	kdat_ia_count(ia, KDAT_IA_COUNTER_CONNECTS);
 	kdat_ep_step(ep, KDAT_EP_STIM_UD_CONNECT, NULL, 0);
 	/* its handler takes ep->lock: nothing reaches it before it is on the list */
@@ -278,7 +235,7 @@ kdat_ret_t kdat_ud_connect(struct kdat_ep *ep, const struct sockaddr *remote, u1
 		mutex_unlock(&ep->lock);
 		/* rdma_destroy_id() takes the handler mutex: never under ep->lock */
 		ia->cm->destroy_id(id);
-		kdat_ud_put(x);
+		kdat_ud_exchange_put(x);
 		return ret;
 	}
 	if (timeout_us != KDAT_TIMEOUT_INFINITE) {
@@ -290,7 +247,7 @@ kdat_ret_t kdat_ud_connect(struct kdat_ep *ep, const struct sockaddr *remote, u1
 
 fail:
 	mutex_unlock(&ep->lock);
-	kfree(x);
+	kdat_ud_exchange_put(x);
 	return ret;
 }
 

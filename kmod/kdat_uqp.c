@@ -97,12 +97,59 @@ kdat_ret_t kdat_uqp_check_renumber(struct kdat_ep *ep, u32 qpn)
  * ep_reset: a new connection starts from scratch.  Caller holds ctx->lock
  * (the QP number other EPs are checked against) and ep->lock.
  */
+void kdat_ud_exchange_put(struct kdat_ud_exchange *x)
+{
+	if (!refcount_dec_and_test(&x->ref))
+		return;
+	kdat_obj_put(&x->ep->obj);
+	kfree(x);
+}
+
+static void kdat_ud_end_work(struct work_struct *work)
+{
+	struct kdat_ud_exchange *x = container_of(work, struct kdat_ud_exchange, end);
+
+	if (cancel_delayed_work_sync(&x->timeout))
+		kdat_ud_exchange_put(x);	/* the timeout's */
+	x->ep->ia->cm->destroy_id(x->id);
+	kdat_ud_exchange_put(x);		/* the id's */
+}
+
+/* A new exchange of ep's, holding a reference on ep; its timeout runs timeout_fn. */
+void kdat_ud_exchange_init(struct kdat_ud_exchange *x, struct kdat_ep *ep,
+			   work_func_t timeout_fn)
+{
+	INIT_LIST_HEAD(&x->node);
+	INIT_DELAYED_WORK(&x->timeout, timeout_fn);
+	INIT_WORK(&x->end, kdat_ud_end_work);
+	refcount_set(&x->ref, 1);
+	x->ep = ep;
+	kdat_obj_get_ref(&ep->obj);
+}
+
+/*
+ * The EP ends every exchange it has in flight, with no event (free, reset,
+ * device removal): their ids go from kdat_wq.  Caller holds ep->lock.
+ */
+void kdat_uqp_end_exchanges(struct kdat_ep *ep)
+{
+	struct kdat_ud_exchange *x, *tmp;
+
+	lockdep_assert_held(&ep->lock);
+	if (!kdat_ep_is_ud(ep))
+		return;
+	list_for_each_entry_safe(x, tmp, &ep->uqp->ud_exchanges, node) {
+		list_del_init(&x->node);
+		queue_work(kdat_wq, &x->end);
+	}
+}
+
 void kdat_uqp_reset(struct kdat_ep *ep, u32 qpn)
 {
 	lockdep_assert_held(&ep->obj.ctx->lock);
 	lockdep_assert_held(&ep->lock);
 	if (ep->uqp) {
-		kdat_ud_end_exchanges(ep);
+		kdat_uqp_end_exchanges(ep);
 		/* a held DREQ whose connection ended before the process's report */
 		atomic_set(&ep->sends_in_flight, 0);
 		ep->uqp->rep_arrived = false;

@@ -168,6 +168,16 @@ def test_ud_requests_need_ud_eps_and_rc_requests_rc_eps(two):
     r = server.k.call("cr_accept", cr=crev.cr, ep=0)
     assert (dtype(r.status), subtype(r.status)) == (DAT["DAT_INVALID_PARAMETER"],
                                                     DAT["DAT_INVALID_ARG2"])
+    # ... nor the attributes an RC user QP would take to accept it (a SIDR request has no path)
+    ruqp = server.k.call("uqp_create", ia=server.ia, connect_evd=server.evd, qp_num=0x802).ep
+    for state in ("RTR", "RTS"):
+        r = attr(server.k, ruqp, state, cr=crev.cr)
+        assert (dtype(r.status), subtype(r.status), r.attr_mask) == \
+            (DAT["DAT_INVALID_PARAMETER"], DAT["DAT_INVALID_ARG2"], 0), state
+    # and a UD EP takes no CR in UQP_ATTR at all
+    r = attr(server.k, sud, "RTR", cr=crev.cr)
+    assert (dtype(r.status), subtype(r.status)) == (DAT["DAT_INVALID_PARAMETER"],
+                                                    DAT["DAT_INVALID_ARG2"])
     # too much private data for a SIDR reply
     r = server.k.call("cr_accept", cr=crev.cr, ep=sud, private_data=bytes(SIDR_REP_PDATA + 1))
     assert (dtype(r.status), subtype(r.status)) == (DAT["DAT_INVALID_PARAMETER"],
