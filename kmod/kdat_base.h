@@ -375,6 +375,7 @@ void kdat_rec_sync(struct kdat_obj *obj);
 void kdat_rec_sync_unlocked(struct kdat_obj *obj);
 void kdat_event_to_user(struct kdat_event *out, struct kdat_event_ud *ud,
 			const struct kdat_event_info *in);
+void kdat_uqp_ah_out(struct kdat_uqp_ah *out, const struct rdma_ah_attr *ah);
 kdat_ret_t kdat_evd_ring_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
 			      u32 *available);
 kdat_ret_t kdat_evd_create_in(struct kdat_ia *ia, u32 qlen, u32 flags, kdat_upcall_t upcall,

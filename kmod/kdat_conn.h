@@ -359,7 +359,6 @@ void kdat_uqp_end_exchanges(struct kdat_ep *ep);
 void kdat_uqp_reset(struct kdat_ep *ep, u32 qpn);
 kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
 			   const struct kdat_ep_attr *attr, u32 qpn, u32 flags, u32 *handle);
-void kdat_uqp_ah_out(struct kdat_uqp_ah *out, const struct rdma_ah_attr *ah);
 kdat_ret_t kdat_uqp_attr(struct kdat_ep *ep, struct kdat_cr *cr, u32 qp_state,
 			 struct kdat_uqp_attr *out);
 kdat_ret_t kdat_uqp_establish(struct kdat_ep *ep, u32 flags);

@@ -94,3 +94,24 @@ void kdat_sockaddr_set_port(union kdat_sockaddr *a, u16 port)
 	else if (a->sa.sa_family == AF_INET6)
 		a->in6.sin6_port = htons(port);
 }
+
+/* An address vector as userspace takes it (a user QP's RTR, a UD peer's AH). */
+void kdat_uqp_ah_out(struct kdat_uqp_ah *out, const struct rdma_ah_attr *ah)
+{
+	memset(out, 0, sizeof(*out));
+	out->dlid = rdma_ah_get_dlid(ah);
+	out->sl = rdma_ah_get_sl(ah);
+	out->src_path_bits = rdma_ah_get_path_bits(ah);
+	out->static_rate = rdma_ah_get_static_rate(ah);
+	out->port_num = rdma_ah_get_port_num(ah);
+	if (rdma_ah_get_ah_flags(ah) & IB_AH_GRH) {
+		const struct ib_global_route *grh = rdma_ah_read_grh(ah);
+
+		out->is_global = 1;
+		memcpy(out->dgid, grh->dgid.raw, sizeof(out->dgid));
+		out->flow_label = grh->flow_label;
+		out->sgid_index = grh->sgid_index;
+		out->hop_limit = grh->hop_limit;
+		out->traffic_class = grh->traffic_class;
+	}
+}

@@ -47,26 +47,6 @@ kdat_ret_t kdat_uqp_create(struct kdat_ia *ia, struct kdat_evd *conn,
 	return kdat_uqp_create_in(ia, conn, attr, qpn, flags, NULL, handle);
 }
 
-void kdat_uqp_ah_out(struct kdat_uqp_ah *out, const struct rdma_ah_attr *ah)
-{
-	memset(out, 0, sizeof(*out));
-	out->dlid = rdma_ah_get_dlid(ah);
-	out->sl = rdma_ah_get_sl(ah);
-	out->src_path_bits = rdma_ah_get_path_bits(ah);
-	out->static_rate = rdma_ah_get_static_rate(ah);
-	out->port_num = rdma_ah_get_port_num(ah);
-	if (rdma_ah_get_ah_flags(ah) & IB_AH_GRH) {
-		const struct ib_global_route *grh = rdma_ah_read_grh(ah);
-
-		out->is_global = 1;
-		memcpy(out->dgid, grh->dgid.raw, sizeof(out->dgid));
-		out->flow_label = grh->flow_label;
-		out->sgid_index = grh->sgid_index;
-		out->hop_limit = grh->hop_limit;
-		out->traffic_class = grh->traffic_class;
-	}
-}
-
 /* The attributes kdat_uqp_attr hands out; alternate paths are not offered. */
 #define KDAT_UQP_MASK (IB_QP_STATE | IB_QP_ACCESS_FLAGS | IB_QP_PKEY_INDEX | IB_QP_PORT | \
 		       IB_QP_AV | IB_QP_PATH_MTU | IB_QP_TIMEOUT | IB_QP_RETRY_CNT | \
