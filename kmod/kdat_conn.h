@@ -292,6 +292,9 @@ kdat_ret_t kdat_ep_link(struct kdat_ep *ep, struct kdat_evd *conn,
 void kdat_ep_kill(struct kdat_ep *ep, struct kdat_ep_wire *wire);
 void kdat_ep_finish(struct kdat_ep *ep, struct kdat_ep_wire *wire);
 kdat_ret_t kdat_check_private_data(const void *pdata, s32 size, u32 max);
+/* kdat_resolve_failed(): not an error for the caller, an outcome for the EP */
+#define KDAT_UNREACHABLE_NOW	1u
+kdat_ret_t kdat_resolve_failed(int err);
 kdat_ret_t kdat_connect_check(struct kdat_ep *ep, const struct sockaddr *remote, u64 conn_qual,
 			      u32 timeout_us, const void *pdata, s32 pdata_size, u32 qos,
 			      u32 flags);

@@ -969,8 +969,26 @@ static kdat_ret_t kdat_check_qos(u32 qos)
 	return KDAT_DAT_SUCCESS;
 }
 
-/* kdat_ep_start_connect(): not an error for the caller, an outcome for the EP. */
-#define KDAT_UNREACHABLE_NOW	1u
+/*
+ * What an address lookup that failed at once means for a connect (an RC
+ * attempt's or a UD exchange's): no route is an attempt made and failed
+ * (seed 000: UNREACHABLE, KDAT_UNREACHABLE_NOW), anything else the call's
+ * error.
+ */
+kdat_ret_t kdat_resolve_failed(int err)
+{
+	switch (err) {
+	case -ENETUNREACH:
+	case -EHOSTUNREACH:
+	case -EADDRNOTAVAIL:
+	case -ENODEV:
+		return KDAT_UNREACHABLE_NOW;
+	case -ENOMEM:
+		return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
+	default:
+		return kdat_err(KDAT_DAT_INVALID_ADDRESS, KDAT_DAT_NO_SUBTYPE);
+	}
+}
 
 static void kdat_ep_timeout_work(struct work_struct *work)
 {
@@ -1086,18 +1104,7 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 		/* rdma_destroy_id() takes the handler mutex: never under ep->lock */
 		kdat_destroy_id_later(ep->ia->cm, id, &ep->obj);
 		kfree(timer);
-		switch (err) {
-		case -ENETUNREACH:
-		case -EHOSTUNREACH:
-		case -EADDRNOTAVAIL:
-		case -ENODEV:
-			/* No route: the attempt is made and fails (seed 000: UNREACHABLE). */
-			return KDAT_UNREACHABLE_NOW;
-		case -ENOMEM:
-			return kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
-		default:
-			return kdat_err(KDAT_DAT_INVALID_ADDRESS, KDAT_DAT_NO_SUBTYPE);
-		}
+		return kdat_resolve_failed(err);
 	}
 	ep->cm_id = id;
 	ep->active = true;

@@ -214,23 +214,12 @@ kdat_ret_t kdat_ud_connect(struct kdat_ep *ep, const struct sockaddr *remote, u6
 				   KDAT_RESOLVE_TIMEOUT_MS);
 	if (err) {
 		/* no lookup runs, so no handler: the exchange ends here, and its id below */
-		switch (err) {
-		case -ENETUNREACH:
-		case -EHOSTUNREACH:
-		case -EADDRNOTAVAIL:
-		case -ENODEV:
-			/* the exchange was made and failed (seed 000: UNREACHABLE) */
+		ret = kdat_resolve_failed(err);
+		if (ret == KDAT_UNREACHABLE_NOW) {
 			kdat_ud_end(x, KDAT_EP_STIM_UD_UNREACHABLE, NULL, 0, NULL);
 			ret = KDAT_DAT_SUCCESS;
-			break;
-		case -ENOMEM:
+		} else {
 			list_del_init(&x->node);
-			ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
-			break;
-		default:
-			list_del_init(&x->node);
-			ret = kdat_err(KDAT_DAT_INVALID_ADDRESS, KDAT_DAT_NO_SUBTYPE);
-			break;
 		}
 		mutex_unlock(&ep->lock);
 		/* rdma_destroy_id() takes the handler mutex: never under ep->lock */

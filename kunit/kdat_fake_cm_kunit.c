@@ -2057,6 +2057,30 @@ static void ud_free_ends_exchanges(struct kunit *test)
 	expect_no_events(test);
 }
 
+/* The address lookup fails at once: the exchange is made and ends UNREACHABLE, its id goes. */
+static void ud_unreachable_at_once(struct kunit *test)
+{
+	struct sockaddr_in peer = { .sin_family = AF_INET };
+	struct kdat_ep *ep = new_ud_ep(test);
+	struct fake_id *f;
+
+	peer.sin_addr.s_addr = in_aton("192.0.2.77");
+	fake.fail[OP_RESOLVE_ADDR] = -ENETUNREACH;
+	KUNIT_EXPECT_EQ(test, kdat_test_ud_connect(ep, (struct sockaddr *)&peer, 4444, WAIT_US,
+						   NULL, 0), KDAT_DAT_SUCCESS);
+	f = fake_last();
+	EXPECT_EVENTS(test, ep, go(test, KDAT_EP_UNCONNECTED, KDAT_EP_STIM_UD_UNREACHABLE).event);
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(f));
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), (u32)KDAT_EP_UNCONNECTED);
+	/* another error is the call's own, with no event */
+	fake.fail[OP_RESOLVE_ADDR] = -EINVAL;
+	KUNIT_EXPECT_EQ(test, kdat_test_ud_connect(ep, (struct sockaddr *)&peer, 4444, WAIT_US,
+						   NULL, 0),
+			KDAT_ERR(KDAT_DAT_INVALID_ADDRESS, KDAT_DAT_NO_SUBTYPE));
+	KUNIT_EXPECT_TRUE(test, fake_wait_destroyed(fake_last()));
+	expect_no_events(test);
+}
+
 /* A kernel consumer's PSP has no UD EPs to offer: a SIDR request is refused as kdat's own. */
 static void ud_request_refused_by_kernel_psp(struct kunit *test)
 {
@@ -2119,6 +2143,7 @@ static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(ud_reply_waits_while_timeout_ends_it),
 	KUNIT_CASE(ud_free_ends_exchanges),
 	KUNIT_CASE(ud_request_refused_by_kernel_psp),
+	KUNIT_CASE(ud_unreachable_at_once),
 	{}
 };
 
