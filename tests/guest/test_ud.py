@@ -69,6 +69,14 @@ def two(kdat_files, rdma):
     return side(kdat_files()), side(kdat_files())
 
 
+def listening(two):
+    """(client, server, port): the server's PSP listens on a port of its own."""
+    client, server = two
+    port = next_port()
+    server.k.psp_create(server.ia, server.crevd, port)
+    return client, server, port
+
+
 def test_a_ud_ep_gets_init_rtr_rts_without_a_peer_and_the_udp_qkey(kd, rdma):
     s = side(kd)
     ep = new_ud(kd, s, 0x500)
@@ -100,11 +108,8 @@ def test_unknown_uqp_flags_are_refused_and_a_ud_ep_is_not_dup_connected(kd, rdma
 
 
 def test_an_exchange_gives_each_side_the_other_s_qpn_address_and_private_data(two):
-    client, server = two
-    port = next_port()
-    server.k.psp_create(server.ia, server.crevd, port)
-    sep = new_ud(server.k, server, 0x600)
-    cep = new_ud(client.k, client, 0x601)
+    client, server, port = listening(two)
+    sep, cep = new_ud(server.k, server, 0x600), new_ud(client.k, client, 0x601)
     client.k.ep_connect(cep, host_addr(), port, T, private_data=b"hello from the client")
     crev = wait_cr(server)
     assert crev.private_data == b"hello from the client"
@@ -123,11 +128,8 @@ def test_an_exchange_gives_each_side_the_other_s_qpn_address_and_private_data(tw
 
 def test_four_exchanges_at_once_on_one_ep_each_end_once(two):
     """dtestx -u's shape: several ep_connects on one EP, all accepted on one EP of the peer."""
-    client, server = two
-    port = next_port()
-    server.k.psp_create(server.ia, server.crevd, port)
-    sep = new_ud(server.k, server, 0x700)
-    cep = new_ud(client.k, client, 0x701)
+    client, server, port = listening(two)
+    sep, cep = new_ud(server.k, server, 0x700), new_ud(client.k, client, 0x701)
     for i in range(4):
         client.k.ep_connect(cep, host_addr(), port, T, private_data=bytes([i]))
     seen = set()
@@ -154,9 +156,7 @@ def test_four_exchanges_at_once_on_one_ep_each_end_once(two):
 
 
 def test_ud_requests_need_ud_eps_and_rc_requests_rc_eps(two):
-    client, server = two
-    port = next_port()
-    server.k.psp_create(server.ia, server.crevd, port)
+    client, server, port = listening(two)
     sud = new_ud(server.k, server, 0x800)
     src = server.ep()
     cud = new_ud(client.k, client, 0x801)
@@ -200,9 +200,7 @@ def test_ud_requests_need_ud_eps_and_rc_requests_rc_eps(two):
 
 
 def test_a_reject_is_peer_rejected_with_its_data_and_leaves_the_ep_as_it_was(two):
-    client, server = two
-    port = next_port()
-    server.k.psp_create(server.ia, server.crevd, port)
+    client, server, port = listening(two)
     cep = new_ud(client.k, client, 0x901)
     client.k.ep_connect(cep, host_addr(), port, T)
     server.k.cr_reject(wait_cr(server).cr, private_data=b"no thanks")
@@ -224,11 +222,8 @@ def test_no_listener_is_unreachable(kd, rdma):
 
 
 def test_an_unanswered_exchange_times_out_once_and_a_late_accept_still_answers(two):
-    client, server = two
-    port = next_port()
-    server.k.psp_create(server.ia, server.crevd, port)
-    sep = new_ud(server.k, server, 0xb00)
-    cep = new_ud(client.k, client, 0xb01)
+    client, server, port = listening(two)
+    sep, cep = new_ud(server.k, server, 0xb00), new_ud(client.k, client, 0xb01)
     client.k.ep_connect(cep, host_addr(), port, 300_000)
     crev = wait_cr(server)
     ev = client.k.expect_event(client.evd, "TIMED_OUT")
@@ -241,11 +236,8 @@ def test_an_unanswered_exchange_times_out_once_and_a_late_accept_still_answers(t
 
 
 def test_a_ud_ep_disconnects_at_once_and_resets_to_exchange_again(two):
-    client, server = two
-    port = next_port()
-    server.k.psp_create(server.ia, server.crevd, port)
-    sep = new_ud(server.k, server, 0xc00)
-    cep = new_ud(client.k, client, 0xc01)
+    client, server, port = listening(two)
+    sep, cep = new_ud(server.k, server, 0xc00), new_ud(client.k, client, 0xc01)
     client.k.ep_connect(cep, host_addr(), port, T)
     server.k.cr_accept(wait_cr(server).cr, sep)
     client.k.expect_event(client.evd, "ESTABLISHED")
@@ -270,9 +262,7 @@ def test_a_ud_ep_disconnects_at_once_and_resets_to_exchange_again(two):
 def test_freeing_or_resetting_an_ep_ends_its_exchanges_without_an_event(two):
     """Exchanges still waiting for an answer when their EP goes (or is reset) end silently:
     their ids are destroyed, and a late answer reaches nothing."""
-    client, server = two
-    port = next_port()
-    server.k.psp_create(server.ia, server.crevd, port)
+    client, server, port = listening(two)
     sep = new_ud(server.k, server, 0xd00)
     gone = new_ud(client.k, client, 0xd01)
     for _ in range(3):
