@@ -47,9 +47,9 @@
  *   kdat_devices_lock          mutex    the device list and each device's IAs   kdat_devices.c
  *   evd->lock                  spinlock one EVD's queue, its counts, its ring   kdat_evd.c,
  *                              (irqsave)(the ring's only kernel writer)          kdat_ring.c
- *   ep->post_lock              spinlock posts against the QP's ERR/RESET/free, kdat_dto.c
+ *   ep->post_lock              spinlock posts against the QP's ERR/RESET/free, kdat_qp.c
  *                              (irqsave)the iWARP first-send hold and its list
- *   ep->wr_lock                spinlock one EP's free request contexts           kdat_dto.c
+ *   ep->wr_lock                spinlock one EP's free request contexts           kdat_qp.c
  *                              (irqsave)(taken from completion context)
  *   ctx->objs' xa_lock         spinlock handle lookups (kdat_obj_get)             kdat_obj.c
  *   table->hdr_lock            spinlock the shared table header's counts          kdat_table.c

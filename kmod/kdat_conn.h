@@ -91,7 +91,7 @@ struct kdat_ep {
 	 * Posts (any context) hold post_lock around their ib_post_*; kdat
 	 * closes posting under it before moving the QP to ERR or RESET or
 	 * freeing it, so a post is either on the QP before the flush that
-	 * follows, which completes it, or refused (kdat_dto.c).
+	 * follows, which completes it, or refused (kdat_qp.c).
 	 */
 	spinlock_t post_lock;
 	bool posts_closed;
@@ -100,7 +100,7 @@ struct kdat_ep {
 	 * responder's FPDU before the initiator's first one).  An accepted
 	 * kernel-QP EP's send-queue posts wait on held_sends until its first
 	 * receive completes, first_send_hold_ms passes or the QP is flushed
-	 * (kdat_dto.c).  Both under post_lock.
+	 * (kdat_qp.c).  Both under post_lock.
 	 */
 	bool first_send_hold;
 	struct list_head held_sends;
@@ -125,7 +125,7 @@ struct kdat_ep {
 	struct kdat_ep_timer *timer;	/* the pending connect timeout, or NULL */
 	u8 resolve_retries;		/* lookups this attempt may still ask again */
 	struct rdma_cm_id *resolve_again;	/* the id resolve_work is to ask with */
-	/* data transfer (kdat_dto.c): per-request contexts, preallocated */
+	/* data transfer: per-request contexts, preallocated (kdat_qp.c) */
 	spinlock_t wr_lock;		/* the free lists */
 	struct kdat_wr *wrs;		/* max_request_dtos sends, then max_recv_dtos receives */
 	struct kdat_wr *send_free, *recv_free;
@@ -325,6 +325,8 @@ void kdat_ia_device_removed(struct kdat_ia *ia);
 void kdat_orphans_reap(struct ib_device *ibdev);
 ssize_t kdat_orphans_show(char *buf);
 kdat_ret_t kdat_ia_close_in(struct kdat_ia *ia, u32 flags);
+/* the data path's one report to the EP: a send completed (any context) */
+void kdat_ep_send_done(struct kdat_ep *ep);
 unsigned int kdat_ep_step(struct kdat_ep *ep, unsigned int stimulus,
 			  const void *pdata, u32 pdata_len);
 kdat_ret_t kdat_ep_check(struct kdat_ep *ep, unsigned int stimulus);
@@ -379,16 +381,13 @@ kdat_ret_t kdat_ud_connect(struct kdat_ep *ep, const struct sockaddr *remote, u6
 void kdat_ud_passive_peer(struct kdat_ia *ia, const struct kdat_cr *cr,
 			  struct kdat_event_ud *peer);
 bool kdat_ud_may_listen(struct kdat_sp *sp);
-/* kdat_dto.c */
-int kdat_ep_dto_init(struct kdat_ep *ep, bool posts);
-void kdat_ep_dto_exit(struct kdat_ep *ep);
+/* kdat_qp.c: a kernel EP's queues, below the EP and the data path */
+int kdat_ep_wrs_init(struct kdat_ep *ep, bool posts);
+void kdat_ep_wrs_exit(struct kdat_ep *ep);
+struct kdat_wr *kdat_wr_get(struct kdat_ep *ep, bool recv);
+void kdat_wr_put(struct kdat_ep *ep, struct kdat_wr *wr, bool recv);
 void kdat_ep_flush(struct kdat_ep *ep);
 bool kdat_ep_graceful_ready(struct kdat_ep *ep);
-void kdat_ia_free_memory(struct kdat_ia *ia);
-void kdat_ia_release_memory(struct kdat_ia *ia);
-u32 kdat_dto_status(enum ib_wc_status status);
-void kdat_ep_send_done(struct kdat_ep *ep);
-void kdat_ep_graceful_queue(struct kdat_ep *ep);
 bool kdat_ep_may_post(struct kdat_ep *ep, unsigned int stimulus);
 int kdat_qp_post_send(struct kdat_ep *ep, const struct ib_send_wr *wr);
 int kdat_qp_post_recv(struct kdat_ep *ep, const struct ib_recv_wr *wr);
@@ -398,6 +397,10 @@ void kdat_ep_hold_first_sends(struct kdat_ep *ep);
 void kdat_ep_flush_held(struct kdat_ep *ep);
 void kdat_ep_first_recv(struct kdat_ep *ep);
 kdat_ret_t kdat_post_failed(struct kdat_ep *ep, int err);
+/* kdat_dto.c: the kernel data path, above the EP */
+void kdat_ia_free_memory(struct kdat_ia *ia);
+void kdat_ia_release_memory(struct kdat_ia *ia);
+u32 kdat_dto_status(enum ib_wc_status status);
 /* kdat_sgl.c */
 void kdat_ia_free_mrs(struct kdat_ia *ia);
 void kdat_ia_release_mrs(struct kdat_ia *ia);

@@ -175,7 +175,7 @@ static void kdat_ep_count(struct kdat_ia *ia, unsigned int stimulus, bool moved,
 	}
 }
 
-/* kdat_dto.c reads ep->dreq without ep->lock (kdat_ep_send_done). */
+/* kdat_ep_send_done reads ep->dreq without ep->lock, from completion context. */
 static void kdat_ep_set_dreq(struct kdat_ep *ep, enum kdat_ep_dreq dreq)
 {
 	lockdep_assert_held(&ep->lock);
@@ -356,7 +356,7 @@ int kdat_qp_modify_cm(struct kdat_ep *ep, struct rdma_cm_id *id,
 {
 	ep->qp_err = false;
 	if (state == IB_QPS_RTS)
-		kdat_ep_hold_first_sends(ep);	/* seed 004 on iWARP (kdat_dto.c) */
+		kdat_ep_hold_first_sends(ep);	/* seed 004 on iWARP (kdat_qp.c) */
 	return ep->ia->cm->modify_qp(id, ep->qp, state, ep->ird, ep->ord);
 }
 
@@ -498,7 +498,7 @@ static int kdat_ep_alloc_qp(struct kdat_ep *ep)
 static void kdat_ep_resolve_work(struct work_struct *work);
 
 /* Queues graceful_work (below) with the EP reference it drops; any context. */
-void kdat_ep_graceful_queue(struct kdat_ep *ep)
+static void kdat_ep_graceful_queue(struct kdat_ep *ep)
 {
 	kdat_obj_get_ref(&ep->obj);
 	if (!queue_work(kdat_wq, &ep->graceful_work))
@@ -506,8 +506,19 @@ void kdat_ep_graceful_queue(struct kdat_ep *ep)
 }
 
 /*
+ * The data path's one report to the EP (kdat_dto.c, kdat_sgl.c): a send
+ * completed.  A graceful disconnect proceeds once the last one in flight
+ * did.  Any context.
+ */
+void kdat_ep_send_done(struct kdat_ep *ep)
+{
+	if (atomic_dec_and_test(&ep->sends_in_flight) && READ_ONCE(ep->dreq) == KDAT_DREQ_WAITS)
+		kdat_ep_graceful_queue(ep);
+}
+
+/*
  * A graceful disconnect's two waits end here, on kdat_wq.  Its sends
- * completed (kdat_dto.c queues this when the last one does): the DREQ goes
+ * completed (kdat_ep_send_done queues this when the last one does): the DREQ goes
  * out.  Its DREQ was answered (kdat_cm_on_disconnected): the EP closes, QP
  * to ERR and flush, then DISCONNECTED.  That close runs here rather than
  * in the CM handler because ib_cm runs every connection's handlers on one
@@ -574,9 +585,9 @@ struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr *attr,
 	INIT_WORK(&ep->resolve_work, kdat_ep_resolve_work);
 	init_completion(&ep->qp_freed);
 	spin_lock_init(&ep->post_lock);
-	if (kdat_ep_dto_init(ep, ia->own_ctx && !uqp) || kdat_qp_init(ep)) {
+	if (kdat_ep_wrs_init(ep, ia->own_ctx && !uqp) || kdat_qp_init(ep)) {
 		kdat_ep_free_qp(ep);
-		kdat_ep_dto_exit(ep);
+		kdat_ep_wrs_exit(ep);
 		kfree(ep);
 		kdat_ia_unuse_pd(ia);
 		*ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
@@ -620,7 +631,7 @@ void kdat_ep_free_qp(struct kdat_ep *ep)
 void kdat_ep_discard(struct kdat_ep *ep)
 {
 	kdat_ep_free_qp(ep);
-	kdat_ep_dto_exit(ep);
+	kdat_ep_wrs_exit(ep);
 	kfree(ep);
 }
 
@@ -790,7 +801,7 @@ void kdat_ep_finish(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 		kdat_obj_put(&ep->obj);	/* the work's; the handle table's is below */
 	/* No completion can run after this: only then may the EVDs go. */
 	kdat_ep_free_qp(ep);
-	kdat_ep_dto_exit(ep);
+	kdat_ep_wrs_exit(ep);
 	if (atomic_dec_and_test(&ep->ia->eps_finishing))
 		wake_up_all(&ep->ia->finish_wq);
 	mutex_lock(&ctx->lock);

@@ -6,8 +6,9 @@
  *
  * Nothing here takes a mutex or allocates on the post path: a post checks
  * the EP's state with the table (as the DAT posts do, kdat_dto.c), builds its
- * SGEs on the stack and posts.  Completions come through a trampoline that
- * keeps the graceful-disconnect accounting of kdat_dto.c (sends in flight).
+ * SGEs on the stack and posts through kdat_qp.c's gate.  Completions come
+ * through a trampoline that reports each send's end to the EP
+ * (kdat_ep_send_done: the graceful disconnect's sends in flight).
  */
 #include <linux/dma-mapping.h>
 #include <linux/slab.h>
