@@ -93,10 +93,7 @@ kdat_ret_t kdat_uqp_check_renumber(struct kdat_ep *ep, u32 qpn)
 	return KDAT_DAT_SUCCESS;
 }
 
-/*
- * ep_reset: a new connection starts from scratch.  Caller holds ctx->lock
- * (the QP number other EPs are checked against) and ep->lock.
- */
+/* The last reference ends the exchange's hold on its EP. */
 void kdat_ud_exchange_put(struct kdat_ud_exchange *x)
 {
 	if (!refcount_dec_and_test(&x->ref))
@@ -144,6 +141,10 @@ void kdat_uqp_end_exchanges(struct kdat_ep *ep)
 	}
 }
 
+/*
+ * ep_reset: a new connection starts from scratch.  Caller holds ctx->lock
+ * (the QP number other EPs are checked against) and ep->lock.
+ */
 void kdat_uqp_reset(struct kdat_ep *ep, u32 qpn)
 {
 	lockdep_assert_held(&ep->obj.ctx->lock);

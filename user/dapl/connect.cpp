@@ -336,7 +336,12 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags) {
     // A UD EP has no connection to drain: its disconnect is always abrupt.
     const auto mode = flags == DAT_CLOSE_GRACEFUL_FLAG && !ep.ud ? kdat::CloseMode::graceful
                                                                  : kdat::CloseMode::abrupt;
-    const bool connected = ep.kernel().state() == kdat::EpState::CONNECTED;
+    // A connection no disconnect has begun on: the table's graceful disconnect would start
+    // draining it.
+    const auto graceful_step =
+        kdat::lookup(ep.kernel().state(), kdat::Stimulus::DISCONNECT_GRACEFUL);
+    const bool connected =
+        graceful_step.action == kdat::StepAction::go && kdat::is_draining(graceful_step.next);
     if (ep.user) {
       // Graceful with requests in flight: the DREQ waits for them (data_path.cpp, kDrainLimit).
       if (mode != kdat::CloseMode::graceful || !connected || !ep.qp->disconnect_after_requests())
