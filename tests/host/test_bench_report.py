@@ -93,3 +93,26 @@ def test_every_case_pools_into_one_time_ratio_with_its_interval():
     assert ("kdat takes **0.500x** libdaplofa's (geometric mean of 8 pairs, 95% bootstrap "
             "interval 0.500 .. 0.500; goal: at most 1); libdaplofa against itself 1.000x "
             "(1.000 .. 1.000, 8 pairs)") in text
+
+
+def test_conn_cpu_is_summed_over_the_runs_per_connection_and_given_as_raw_over_kdat():
+    runs = []
+    # teardown CPU (s) per run at N=100: kdat 0.02 + 0.04, abrupt 0.03 + 0.03, raw 0.03 + 0.03
+    for rep, (g, a, r) in enumerate([(0.02, 0.03, 0.03), (0.04, 0.03, 0.03)]):
+        runs += [conn_run("kdat", rep, 50, cpu_establish_s=0.05, cpu_teardown_s=g),
+                 conn_run("kdat_abrupt", rep, 50, cpu_establish_s=0.05, cpu_teardown_s=a),
+                 conn_run("rdmacm", rep, 50, cpu_establish_s=0.1, cpu_teardown_s=r)]
+    runs.append(conn_run("kdat", 2, 50, errors=1, cpu_establish_s=9.0, cpu_teardown_s=9.0))
+    text = "\n".join(load_report().conn_section(
+        {"addr": "192.0.2.1", "reps": 2, "runs": runs, "skipped": []}))
+    # kdat: (0.02 + 0.04) s / 200 connections = 300 us; the failed run is left out
+    assert ("- N=100, busy CPU per connection (all vCPUs, summed over the runs): "
+            "setup: kdat 500 us, abrupt 500 us, raw 1000 us (raw / kdat **2.00x**, raw / abrupt **2.00x**); "
+            "teardown: kdat 300 us, abrupt 300 us, raw 300 us (raw / kdat **1.00x**, raw / abrupt **1.00x**).") in text
+
+
+def test_runs_without_cpu_figures_give_no_cpu_line():
+    runs = [conn_run("kdat", 0, 50), conn_run("rdmacm", 0, 50)]
+    text = "\n".join(load_report().conn_section(
+        {"addr": "192.0.2.1", "reps": 1, "runs": runs, "skipped": []}))
+    assert "busy CPU" not in text
