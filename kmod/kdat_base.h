@@ -107,6 +107,8 @@ struct kdat_obj_class {
 	void (*release)(struct kdat_obj *obj);
 	/* an id the object held is about to be destroyed: wait for what still uses it */
 	void (*id_quiesce)(struct kdat_obj *obj);
+	/* the kind's own slab cache (the object comes from it); NULL: kmalloc */
+	struct kmem_cache **cache;
 };
 
 struct kdat_obj {

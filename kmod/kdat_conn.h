@@ -285,6 +285,8 @@ void kdat_qp_set(struct kdat_ep *ep, enum ib_qp_state state);
 void kdat_ia_unuse_pd(struct kdat_ia *ia);
 struct kdat_ep *kdat_ep_new(struct kdat_ia *ia, const struct kdat_ep_attr *attr,
 			    struct kdat_uqp *uqp, kdat_ret_t *ret);
+int kdat_ep_cache_init(void);
+void kdat_ep_cache_exit(void);
 void kdat_ep_free_qp(struct kdat_ep *ep);
 void kdat_ep_discard(struct kdat_ep *ep);
 kdat_ret_t kdat_ep_link(struct kdat_ep *ep, struct kdat_evd *conn,

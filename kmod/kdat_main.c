@@ -95,9 +95,14 @@ static int __init kdat_init(void)
 	ret = kdat_ioctl_init();
 	if (ret)
 		return ret;
+	ret = kdat_ep_cache_init();
+	if (ret)
+		return ret;
 	kdat_wq = alloc_workqueue("kdat", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
-	if (!kdat_wq)
-		return -ENOMEM;
+	if (!kdat_wq) {
+		ret = -ENOMEM;
+		goto err_cache;
+	}
 	ret = kdat_ib_client_register();
 	if (ret)
 		goto err_wq;
@@ -112,6 +117,8 @@ err_devices:
 	kdat_ib_client_unregister();
 err_wq:
 	destroy_workqueue(kdat_wq);
+err_cache:
+	kdat_ep_cache_exit();
 	return ret;
 }
 
@@ -122,6 +129,7 @@ static void __exit kdat_exit(void)
 	kdat_ib_client_unregister();
 	/* every file and kernel IA is gone (module refcount); let releases finish */
 	destroy_workqueue(kdat_wq);
+	kdat_ep_cache_exit();		/* the last EP went with those releases */
 	kdat_owner_names_free();	/* no cm_id is left to name */
 	pr_info("kdat: unloaded\n");
 }

@@ -104,7 +104,10 @@ static void kdat_obj_free(struct kdat_obj *obj)
 	/* IB resources went with kdat_*_kill(); what is left is memory. */
 	if (obj->cls && obj->cls->release)
 		obj->cls->release(obj);
-	kfree(obj);
+	if (obj->cls && obj->cls->cache)
+		kmem_cache_free(*obj->cls->cache, obj);
+	else
+		kfree(obj);
 	kref_put(&ctx->ref, kdat_ctx_release);
 }
 
