@@ -72,6 +72,8 @@ static void kdat_ep_id_quiesce(struct kdat_obj *obj)
  * (720 bytes on x86-64) up to 1 KiB, and a storage target keeps thousands.
  */
 static struct kmem_cache *kdat_ep_cache;
+/* kdat_obj_free() frees the object's pointer: the EP's own */
+static_assert(offsetof(struct kdat_ep, obj) == 0);
 
 int __init kdat_ep_cache_init(void)
 {
