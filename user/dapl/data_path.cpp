@@ -73,8 +73,11 @@ constexpr auto kFirstSendHold = std::chrono::seconds(1);
 // kernel cannot see a user QP's send queue, so it holds the DREQ (KDAT_CLOSE_HOLD_DREQ) until this
 // reports them done: every poll of the IA's CQs looks at the draining QPs, and evd_wait sleeps in
 // short slices while one drains (holding()), as for held first sends.  A request that never
-// completes (rxe retries a send to a peer that is gone for ever with DAPL's retry count of 7)
-// holds the DREQ at most kDrainLimit; the requests still in flight then flush when it ends.
+// completes (a send that a live peer never posts a receive for is retried for ever: DAPL's RNR
+// retry count of 7 means no limit) holds the DREQ until kDrainLimit passes without a request
+// completing; the requests still in flight then flush when it ends.  The limit counts from the
+// last completion, not the disconnect: a drain that makes progress, however slowly (megabytes
+// through rxe on a loaded machine), is not stuck.
 constexpr auto kDrainLimit = std::chrono::seconds(10);
 
 struct MrFreer {
@@ -494,6 +497,7 @@ class UserQueuePair final : public QueuePair {
   void completed(bool recv, bool ok) {
     std::size_t &n = recv ? recv_ : request_;
     if (n > 0) --n;
+    if (!recv) last_request_done_ = std::chrono::steady_clock::now();  // the drain's progress
     if (recv && first_send_ != FirstSend::open) first_receive(ok);
   }
   // The EP is reset or freed (its posts forgotten).
@@ -502,7 +506,7 @@ class UserQueuePair final : public QueuePair {
   // passed, the connection ended or is being disconnected).
   void service_hold();
   bool disconnect_after_requests() override;
-  // Sends the held DREQ once the requests in flight completed or kDrainLimit passed; stops
+  // Sends the held DREQ once the requests in flight completed or none did for kDrainLimit; stops
   // draining if the connection ended another way.
   void service_drain();
 
@@ -548,7 +552,8 @@ class UserQueuePair final : public QueuePair {
   bool flush_held_ = false;  // a receive failed: the QP is in error
   std::vector<HeldRequest> held_;
   std::chrono::steady_clock::time_point held_since_{};
-  std::chrono::steady_clock::time_point draining_since_{};
+  // When a request last completed, or the drain began (kDrainLimit counts from the later).
+  std::chrono::steady_clock::time_point last_request_done_{};
 };
 
 class VerbsDataPath final : public DataPath {
@@ -1381,7 +1386,7 @@ bool UserQueuePair::disconnect_after_requests() {
   if (ep_.request_evd != nullptr) path_.poll_only(*ep_.request_evd);  // completed() counts down
   if (request_ == 0) return false;
   ep_.user->disconnect_after_requests();
-  draining_since_ = std::chrono::steady_clock::now();
+  last_request_done_ = std::chrono::steady_clock::now();
   path_.start_draining(*this);
   return true;
 }
@@ -1392,7 +1397,7 @@ void UserQueuePair::service_drain() {
     path_.stop_draining(*this);  // an abrupt disconnect or the peer ended it: no DREQ is held
     return;
   }
-  if (request_ > 0 && std::chrono::steady_clock::now() - draining_since_ < kDrainLimit) return;
+  if (request_ > 0 && std::chrono::steady_clock::now() - last_request_done_ < kDrainLimit) return;
   path_.stop_draining(*this);
   try {
     ep_.user->requests_done();
