@@ -65,3 +65,21 @@ def test_every_weighed_file_exists(kernel):
 def test_a_bad_shard_number_is_refused(args):
     r = subprocess.run([SHARD, *args], capture_output=True, text=True)
     assert r.returncode != 0 and r.stdout == ""
+
+
+@pytest.mark.parametrize("head_start", [500, 1500])
+def test_a_head_start_gives_the_first_shard_that_much_more(head_start):
+    """run-tests starts the first debug guest before the others: with --head-start S it takes
+    about S seconds more of the weights than the second, so that both end together."""
+    w = weights("debug")
+    loads = [sum(w.get(f, 10.0) for f in
+                 subprocess.run([SHARD, "--head-start", str(head_start), str(k), "2"],
+                                capture_output=True, text=True, check=True).stdout.split())
+             for k in (1, 2)]
+    assert abs(loads[0] - loads[1] - head_start) <= max(w.values()), loads
+
+
+@pytest.mark.parametrize("value", ["x", "-5", "inf", "nan"])
+def test_a_bad_head_start_is_refused(value):
+    r = subprocess.run([SHARD, "--head-start", value, "1", "2"], capture_output=True, text=True)
+    assert r.returncode != 0 and r.stdout == "" and "--head-start" in r.stderr
