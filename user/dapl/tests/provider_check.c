@@ -793,6 +793,91 @@ out:
   free(sbuf);
 }
 
+/* A graceful disconnect whose requests stop completing still ends: a send that a live peer never
+ * posts a receive for is retried for ever (RNR retry count 7), so the provider sends its held DREQ
+ * once DRAIN_LIMIT_S pass without a request completing (data_path.cpp, kDrainLimit), counted from
+ * the last completion, not from the disconnect.  Two sends wait; DL_WAIT_S after the disconnect
+ * the server posts one receive: the first send completes, and only DRAIN_LIMIT_S after that does
+ * the DREQ go and the second send flush. */
+#define DRAIN_LIMIT_S 10.0 /* data_path.cpp's kDrainLimit */
+#define DL_WAIT_S 4
+static double monotonic_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void graceful_drain_limit(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port,
+                                 DAT_PZ_HANDLE pz, DAT_EVD_HANDLE cr_evd, DAT_LMR_CONTEXT c_l,
+                                 char *cbuf, DAT_LMR_CONTEXT s_l, char *sbuf) {
+  DAT_EVD_HANDLE c_conn = DAT_HANDLE_NULL, c_dto = DAT_HANDLE_NULL;
+  DAT_EVD_HANDLE s_conn = DAT_HANDLE_NULL, s_dto = DAT_HANDLE_NULL;
+  DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL;
+  DAT_EP_ATTR attr;
+  DAT_EVENT ev;
+  DAT_COUNT nmore;
+  DAT_EP_STATE state = 0;
+  int posted = 0;
+
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &c_conn);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_CONNECTION_FLAG, &s_conn);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_DTO_FLAG, &c_dto);
+  dat_evd_create(ia, 8, NULL, DAT_EVD_DTO_FLAG, &s_dto);
+  memset(&attr, 0, sizeof(attr));
+  attr.service_type = DAT_SERVICE_TYPE_RC;
+  attr.qos = DAT_QOS_BEST_EFFORT;
+  attr.max_message_size = 4096;
+  attr.max_recv_dtos = attr.max_request_dtos = 2;
+  attr.max_recv_iov = attr.max_request_iov = 1;
+  attr.max_rdma_read_in = attr.max_rdma_read_out = 1;
+  expect("dl: ep_create (client)", dat_ep_create(ia, pz, c_dto, c_dto, c_conn, &attr, &c),
+         DAT_SUCCESS);
+  expect("dl: ep_create (server)", dat_ep_create(ia, pz, s_dto, s_dto, s_conn, &attr, &s),
+         DAT_SUCCESS);
+  if (!connect_pair("dl", c, s, addr, port, cr_evd, c_conn, s_conn)) goto out;
+  for (int i = 0; i < 2; ++i) {
+    DAT_LMR_TRIPLET iov = triplet(c_l, cbuf + 64 * i, 64);
+    DAT_DTO_COOKIE ck;
+    ck.as_64 = 0x400 + (uint64_t)i;
+    posted += dat_ep_post_send(c, 1, &iov, ck, DAT_COMPLETION_DEFAULT_FLAG) == DAT_SUCCESS;
+  }
+  truth("dl: 2 sends posted to a server with no receive", posted == 2);
+  expect("dl: ep_disconnect graceful (client, its sends waiting)",
+         dat_ep_disconnect(c, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
+  dat_ep_get_status(c, &state, NULL, NULL);
+  truth("dl: the client is DISCONNECT_PENDING", state == DAT_EP_STATE_DISCONNECT_PENDING);
+  expect("dl: no DISCONNECTED while both sends wait (4 s)",
+         dat_evd_wait(c_conn, DL_WAIT_S * 1000000u, 1, &ev, &nmore), DAT_TIMEOUT_EXPIRED);
+  {
+    DAT_LMR_TRIPLET iov = triplet(s_l, sbuf, 64);
+    expect(
+        "dl: post_recv (server, one)",
+        dat_ep_post_recv(s, 1, &iov, (DAT_DTO_COOKIE){.as_64 = 0x500}, DAT_COMPLETION_DEFAULT_FLAG),
+        DAT_SUCCESS);
+  }
+  const double posted_at = monotonic_s();
+  /* a drain that never ends would fail here (40 s), not hang */
+  const DAT_RETURN r = dat_evd_wait(c_conn, 40000000u, 1, &ev, &nmore);
+  const double waited = monotonic_s() - posted_at;
+  truth("dl: the client is DISCONNECTED (its held DREQ went)",
+        r == DAT_SUCCESS && ev.event_number == DAT_CONNECTION_EVENT_DISCONNECTED);
+  printf("     (DISCONNECTED %.2f s after the receive was posted)\n", waited);
+  truth("dl: no sooner than the drain limit after the first send completed",
+        waited >= DRAIN_LIMIT_S);
+  dto_done("dl: the first send", c_dto, 0x400, 64, DAT_DTO_SUCCESS);
+  dto_done("dl: the second send flushed", c_dto, 0x401, (DAT_VLEN)-1, DAT_DTO_ERR_FLUSHED);
+  dto_done("dl: the server's receive", s_dto, 0x500, 64, DAT_DTO_SUCCESS);
+  truth("dl: the server is DISCONNECTED",
+        next_event(s_conn, &ev) == DAT_CONNECTION_EVENT_DISCONNECTED);
+out:
+  if (c != DAT_HANDLE_NULL) expect("dl: ep_free (client)", dat_ep_free(c), DAT_SUCCESS);
+  if (s != DAT_HANDLE_NULL) expect("dl: ep_free (server)", dat_ep_free(s), DAT_SUCCESS);
+  dat_evd_free(c_dto);
+  dat_evd_free(s_dto);
+  dat_evd_free(c_conn);
+  dat_evd_free(s_conn);
+}
+
 /* The peer frees its EP while this side sleeps on its receive EVD (polling: dequeues it) and
  * never looks at its connection EVD (dapltest's threads do this when the other side gives up):
  * the posted receive flushes and ends the wait, as over libdaplofa, whose CM thread moves the QP
@@ -1262,6 +1347,7 @@ static void data_path(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL p
   peer_gone_while_waiting(ia, addr, port, pz, cr_evd, s_l, sbuf, 0);
   peer_gone_while_waiting(ia, addr, port, pz, cr_evd, s_l, sbuf, 1);
   graceful_drains_sends(ia, addr, port, pz, cr_evd);
+  graceful_drain_limit(ia, addr, port, pz, cr_evd, c_l, cbuf, s_l, sbuf);
   srq_shared(ia, addr, port, pz, cr_evd, c_l, cbuf, s_l, sbuf);
   memory_windows(ia, addr, port, pz, cr_evd, c_l, cbuf, s_lmr, s_l, sbuf);
 out:
