@@ -497,7 +497,7 @@ class UserQueuePair final : public QueuePair {
   void completed(bool recv, bool ok) {
     std::size_t &n = recv ? recv_ : request_;
     if (n > 0) --n;
-    if (!recv) last_request_done_ = std::chrono::steady_clock::now();  // the drain's progress
+    if (!recv && draining_) last_request_done_ = std::chrono::steady_clock::now();
     if (recv && first_send_ != FirstSend::open) first_receive(ok);
   }
   // The EP is reset or freed (its posts forgotten).
@@ -552,7 +552,9 @@ class UserQueuePair final : public QueuePair {
   bool flush_held_ = false;  // a receive failed: the QP is in error
   std::vector<HeldRequest> held_;
   std::chrono::steady_clock::time_point held_since_{};
-  // When a request last completed, or the drain began (kDrainLimit counts from the later).
+  bool draining_ = false;  // its DREQ waits for its requests (service_drain)
+  // While draining: when a request last completed, or the drain began (kDrainLimit counts from
+  // the later).
   std::chrono::steady_clock::time_point last_request_done_{};
 };
 
@@ -1320,6 +1322,7 @@ void UserQueuePair::clear() {
   held_.clear();  // their records went with the EP's (forget_ep)
   stop_holding();
   path_.stop_draining(*this);
+  draining_ = false;
   first_send_ = FirstSend::undecided;
   flush_held_ = false;
 }
@@ -1386,6 +1389,7 @@ bool UserQueuePair::disconnect_after_requests() {
   if (ep_.request_evd != nullptr) path_.poll_only(*ep_.request_evd);  // completed() counts down
   if (request_ == 0) return false;
   ep_.user->disconnect_after_requests();
+  draining_ = true;
   last_request_done_ = std::chrono::steady_clock::now();
   path_.start_draining(*this);
   return true;
@@ -1395,10 +1399,12 @@ void UserQueuePair::service_drain() {
   if (ep_.request_evd != nullptr) path_.poll_only(*ep_.request_evd);
   if (!kdat::is_draining(endpoint_.state())) {
     path_.stop_draining(*this);  // an abrupt disconnect or the peer ended it: no DREQ is held
+    draining_ = false;
     return;
   }
   if (request_ > 0 && std::chrono::steady_clock::now() - last_request_done_ < kDrainLimit) return;
   path_.stop_draining(*this);
+  draining_ = false;
   try {
     ep_.user->requests_done();
   } catch (const kdat::Error &) {
