@@ -15,9 +15,9 @@ SHARD = os.path.join(REPO, "scripts", "shard-tests")
 KERNELS = ["debug", "debian"]
 
 
-def shard(k, n, kernel="debug"):
-    r = subprocess.run([SHARD, "--kernel", kernel, str(k), str(n)], capture_output=True,
-                       text=True, check=True)
+def shard(k, n, kernel="debug", head_start=0):
+    r = subprocess.run([SHARD, "--kernel", kernel, "--head-start", str(head_start), str(k), str(n)],
+                       capture_output=True, text=True, check=True)
     return r.stdout.split()
 
 
@@ -72,10 +72,7 @@ def test_a_head_start_gives_the_first_shard_that_much_more(head_start):
     """run-tests starts the first debug guest before the others: with --head-start S it takes
     about S seconds more of the weights than the second, so that both end together."""
     w = weights("debug")
-    loads = [sum(w.get(f, 10.0) for f in
-                 subprocess.run([SHARD, "--head-start", str(head_start), str(k), "2"],
-                                capture_output=True, text=True, check=True).stdout.split())
-             for k in (1, 2)]
+    loads = [sum(w.get(f, 10.0) for f in shard(k, 2, head_start=head_start)) for k in (1, 2)]
     assert abs(loads[0] - loads[1] - head_start) <= max(w.values()), loads
 
 
