@@ -43,6 +43,11 @@ def test_vipl_guest_tests_pass(kdat_module, rdma, kernel_log):
 
 # ---- two processes: the C program ------------------------------------------------------------
 
+# The connect and wait timeouts of the runs that must connect: long enough for the other process to
+# start and reach the CM on a loaded debug kernel (a server whose 10 s wait had run out before its
+# client's request came answered VIP_NO_MATCH there), and never waited out when both are well.
+WAIT_MS = 60000
+
 VIP = {"VIP_SUCCESS": 0, "VIP_TIMEOUT": 4, "VIP_REJECT": 5, "VIP_NO_MATCH": 14}
 
 
@@ -56,9 +61,16 @@ def _start(*args):
                             stderr=subprocess.PIPE, text=True, cwd=REPO)
 
 
-def _finish(proc, timeout=30):
+def _finish(proc, timeout=WAIT_MS / 1000 + 30):
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, _parse(out), out + err
+
+
+def _ended(proc):
+    """What a process that is still running had printed, after killing it (for a failure's message)."""
+    proc.kill()
+    out, err = proc.communicate(timeout=30)
+    return f"\n--- the other process (rc {proc.returncode}):\n{out}{err}"
 
 
 @pytest.fixture
@@ -95,11 +107,11 @@ def _disc(tag):
 def test_two_processes_connect_and_the_server_vi_errs_when_the_client_goes(env):
     netdev, addr = env
     sd, cd = _disc("s"), _disc("client-")
-    server = _start("server", netdev, sd, 10000, "accept", 10000)
+    server = _start("server", netdev, sd, WAIT_MS, "accept", 10000)
     _wait_listening(sd)
     # Reliable delivery, held for 1 s, then the client exits without VipDisconnect.
-    rc, c, cout = _finish(_start("client", netdev, addr, sd, cd, 5000, 2, 1000))
-    assert rc == VIP["VIP_SUCCESS"], cout
+    rc, c, cout = _finish(_start("client", netdev, addr, sd, cd, WAIT_MS, 2, 1000))
+    assert rc == VIP["VIP_SUCCESS"], cout + _ended(server)
     assert c["result"] == "VIP_SUCCESS"
     assert c["remote_reliability"] == "2" and c["remote_mtu"] == "65536" and c["remote_qos"] == "7"
     assert c["remote_rdma_write"] == "1" and c["remote_rdma_read"] == "0"
@@ -115,10 +127,10 @@ def test_two_processes_connect_and_the_server_vi_errs_when_the_client_goes(env):
 def test_two_processes_reject(env):
     netdev, addr = env
     sd = _disc("r")
-    server = _start("server", netdev, sd, 10000, "reject")
+    server = _start("server", netdev, sd, WAIT_MS, "reject")
     _wait_listening(sd)
-    rc, c, cout = _finish(_start("client", netdev, addr, sd, "c", 5000))
-    assert rc == VIP["VIP_REJECT"] and c["result"] == "VIP_REJECT", cout
+    rc, c, cout = _finish(_start("client", netdev, addr, sd, "c", WAIT_MS))
+    assert rc == VIP["VIP_REJECT"] and c["result"] == "VIP_REJECT", cout + _ended(server)
     rc, s, sout = _finish(server)
     assert rc == 0 and s["result"] == "VIP_SUCCESS", sout
 
@@ -126,14 +138,14 @@ def test_two_processes_reject(env):
 def test_two_processes_no_match_then_the_right_discriminator(env):
     netdev, addr = env
     sd = _disc("m")
-    server = _start("server", netdev, sd, 10000, "accept")
+    server = _start("server", netdev, sd, WAIT_MS, "accept")
     _wait_listening(sd)
     t0 = time.monotonic()
     rc, c, cout = _finish(_start("client", netdev, addr, sd + "-other", "c", 60000), 90)
     assert rc == VIP["VIP_NO_MATCH"], cout
     assert_prompt(time.monotonic() - t0, 60, "the no-match answer")
-    rc, c, cout = _finish(_start("client", netdev, addr, sd, "c", 5000, 2, 500))
-    assert rc == VIP["VIP_SUCCESS"], cout
+    rc, c, cout = _finish(_start("client", netdev, addr, sd, "c", WAIT_MS, 2, 500))
+    assert rc == VIP["VIP_SUCCESS"], cout + _ended(server)
     rc, s, sout = _finish(server)
     assert rc == 0 and s["result"] == "VIP_SUCCESS", sout
 
@@ -154,9 +166,9 @@ def test_two_processes_server_down_is_timeout_after_the_timeout(env):
 def test_two_processes_peer_connection(env):
     netdev, addr = env
     da, db = _disc("pa"), _disc("pb")
-    a = _start("peer", netdev, addr, da, db, 10000)
+    a = _start("peer", netdev, addr, da, db, WAIT_MS)
     time.sleep(0.3)
-    b = _start("peer", netdev, addr, db, da, 10000)
+    b = _start("peer", netdev, addr, db, da, WAIT_MS)
     for p in (a, b):
         rc, out, text = _finish(p)
         assert rc == 0 and out["result"] == "VIP_SUCCESS", text
