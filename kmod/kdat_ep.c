@@ -1720,6 +1720,15 @@ static void kdat_cm_on_disconnected(struct kdat_ep *ep, struct rdma_cm_id *id,
 		return;
 	}
 	kdat_ep_set_dreq(ep, KDAT_DREQ_NONE);
+	/*
+	 * While accepting, this is the peer's DREQ (iWARP closes only after
+	 * ESTABLISHED): the peer had our REP and was connected.  ib_cm works a
+	 * connection's MADs on any CPU, so its DREQ can overtake its RTU and
+	 * ib_cm then drops the RTU.  The connection was made (seed 003's
+	 * error is for one that was not): ESTABLISHED, then DISCONNECTED.
+	 */
+	if (kdat_ep_state_accepting(ep->state))
+		kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, NULL, 0);
 	kdat_ep_step(ep, KDAT_EP_STIM_DISCONNECTED, NULL, 0);
 }
 

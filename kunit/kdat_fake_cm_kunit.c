@@ -1399,6 +1399,30 @@ static void reject_after_accept(struct kunit *test)
 }
 
 /*
+ * The requester's DREQ before its RTU (ib_cm works MADs on any CPU, and then
+ * drops the late RTU): the requester was connected, so the acceptor sees
+ * ESTABLISHED, then DISCONNECTED, and answers with a DREP -- not seed 003's
+ * ACCEPT_COMPLETION_ERROR, which is for a connection that was never made.
+ */
+static void peer_dreq_before_rtu(struct kunit *test)
+{
+	struct kdat_ep *ep = new_ep(test);
+	struct fake_id *child = passive_accepted(test, ep);
+	struct kdat_ep_step s1 = go(test, KDAT_EP_COMPLETION_PENDING, KDAT_EP_STIM_ESTABLISHED);
+	struct kdat_ep_step s2 = go(test, s1.next, KDAT_EP_STIM_DISCONNECTED);
+
+	KUNIT_EXPECT_EQ(test, s1.event, (u32)KDAT_EP_EVENT_ESTABLISHED);
+	KUNIT_EXPECT_EQ(test, s2.event, (u32)KDAT_EP_EVENT_DISCONNECTED);
+	/* the attempt's id is done with the DREP: rdma_cm destroys it */
+	KUNIT_EXPECT_EQ(test, fake_event(child, RDMA_CM_EVENT_DISCONNECTED), 1);
+	EXPECT_EVENTS(test, ep, s1.event, s2.event);
+	KUNIT_EXPECT_EQ(test, ep_state(test, ep), s2.next);
+	KUNIT_EXPECT_EQ(test, child->calls[OP_DISCONNECT], 1u);	/* the DREP */
+	KUNIT_EXPECT_TRUE(test, child->cm_destroyed);
+	expect_no_events(test);
+}
+
+/*
  * A connected EP freed: the table's abrupt disconnect first, as DAPL's
  * dat_ep_free does, so its DISCONNECTED is posted (naming the freed EP) and
  * one DREQ goes out; the id waits in an orphan for the DREP, then goes.
@@ -2125,6 +2149,7 @@ static struct kunit_case kdat_fake_cm_cases[] = {
 	KUNIT_CASE(accept_races_device_removal),
 	KUNIT_CASE(accept_fails_in_cm),
 	KUNIT_CASE(reject_after_accept),
+	KUNIT_CASE(peer_dreq_before_rtu),
 	KUNIT_CASE(free_connected_ep_posts_disconnected),
 	KUNIT_CASE(free_completion_pending_ep),
 	KUNIT_CASE(accept_send_fails_after_disconnect),
