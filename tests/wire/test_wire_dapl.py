@@ -406,6 +406,35 @@ def _netem_drops(peer, link):
     return drops(here), drops(peer.sh(f"tc -s qdisc show dev {link.netdev}")["out"])
 
 
+# What TCP did on a host while a run lasted (/proc/net/netstat and /proc/net/snmp): on iWARP, a
+# siw socket closed with received data nobody read sends a reset instead of its FIN and drops what
+# it had still to send (TCPAbortOnData), which would lose a message whose send had completed.
+TCP_COUNTERS = ("TcpExt:TCPAbortOnData", "TcpExt:TCPAbortOnClose", "Tcp:OutRsts",
+                "Tcp:EstabResets", "Tcp:InErrs")
+
+
+def _tcp_counters(run):
+    """TCP_COUNTERS on one host (run: that host's shell) as {name: value}."""
+    lines = run("cat /proc/net/netstat /proc/net/snmp")["out"].splitlines()
+    values = {}
+    for names, numbers in zip(lines, lines[1:]):
+        head, _, rest = names.partition(":")
+        head2, _, rest2 = numbers.partition(":")
+        if head != head2 or not rest2.split() or not rest2.split()[0].lstrip("-").isdigit():
+            continue
+        for name, number in zip(rest.split(), rest2.split()):
+            values[f"{head}:{name}"] = int(number)
+    return {name: values.get(name) for name in TCP_COUNTERS}
+
+
+def _tcp_since(before, run):
+    """What TCP_COUNTERS did on one host since before, as text."""
+    after = _tcp_counters(run)
+    return ", ".join(f"{name.split(':')[1]} +{after[name] - before[name]}"
+                     if None not in (after[name], before[name]) else f"{name} ?"
+                     for name in TCP_COUNTERS)
+
+
 def test_dapltest_over_kdat_passes_under_1_percent_loss_and_ends_by_itself_under_10(
         dat_conf, link, peer, netem, kernel_log):
     """netem drops packets both ways on the wire while dapltest -T T moves data (send/recv,
@@ -442,17 +471,20 @@ def test_dapltest_over_kdat_passes_under_1_percent_loss_and_ends_by_itself_under
                 drops.append(_netem_drops(peer, link))
                 subprocess.run(["tc", "qdisc", "del", "dev", link.netdev, "root"], check=True)
                 peer.sh(f"tc qdisc del dev {link.netdev} root")
+        tcp_before = (_tcp_counters(_here), _tcp_counters(peer.sh))
         ok, server, client = run_pair(
             peer, link, "dapltest", "kdat", "kdat", timeout=timeout, iterations=iterations,
             while_running=_loss_once_the_command_is_in(netem, spec, applied), before_quit=heal)
+        tcp = (f"TCP here (client): {_tcp_since(tcp_before[0], _here)}; "
+               f"on the peer (server): {_tcp_since(tcp_before[1], peer.sh)}")
         print(f"{spec}: netem dropped {drops} (here, peer); dapltest "
-              f"{'passed' if ok else 'did not pass'}")
+              f"{'passed' if ok else 'did not pass'}; {tcp}")
         # The loss starts only once the client holds its test threads' EPs: a run that ended
         # before that failed on a clean wire, in dapltest's command exchange (CI of 2026-11-30,
         # iWARP, once in 21 runs: the client's receive of Server_Info completed flushed).
         assert applied, (
             f"dapltest ended before its test threads' EPs existed, on a clean wire (no {spec} "
-            "applied yet)\n" + _show("server", *server) + "\n" + _show("client", *client))
+            f"applied yet; {tcp})\n" + _show("server", *server) + "\n" + _show("client", *client))
         assert drops and sum(drops[0]) > 0, (
             f"netem dropped nothing while dapltest ran under {spec}: dropped {drops}\n"
             + _show("server", *server) + "\n" + _show("client", *client))
