@@ -137,6 +137,8 @@ struct kdat_ep {
 	 * only make the driver schedule its flush work again.
 	 */
 	bool qp_err;
+	/* graceful_work was queued once: only then need the EP's finish wait for it */
+	bool graceful_queued;
 	struct work_struct graceful_work;
 	struct work_struct resolve_work;	/* an address lookup asked again */
 	/* a userspace QP instead of qp/cq (kdat_uqp.c), set at creation; NULL for kernel QPs */

@@ -477,9 +477,10 @@ static kdat_ret_t kdat_ia_use_pd(struct kdat_ia *ia)
 	return ret;
 }
 
+/* The last one out wakes the IA's teardown if it waits (atomic_dec_and_test orders). */
 void kdat_ia_unuse_pd(struct kdat_ia *ia)
 {
-	if (atomic_dec_and_test(&ia->eps_finishing))
+	if (atomic_dec_and_test(&ia->eps_finishing) && wq_has_sleeper(&ia->finish_wq))
 		wake_up_all(&ia->finish_wq);
 }
 
@@ -521,6 +522,7 @@ static void kdat_ep_resolve_work(struct work_struct *work);
 /* Queues graceful_work (below) with the EP reference it drops; any context. */
 static void kdat_ep_graceful_queue(struct kdat_ep *ep)
 {
+	WRITE_ONCE(ep->graceful_queued, true);
 	kdat_obj_get_ref(&ep->obj);
 	if (!queue_work(kdat_wq, &ep->graceful_work))
 		kdat_obj_put(&ep->obj);
@@ -818,13 +820,16 @@ void kdat_ep_finish(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 	struct kdat_ctx *ctx = ep->obj.ctx;
 
 	kdat_ep_wire_run(ep, wire);
-	if (cancel_work_sync(&ep->graceful_work))
+	/*
+	 * Never queued (an abrupt close, no drain): nothing to wait for.  One
+	 * queued from now on holds its own reference and finds the EP dead.
+	 */
+	if (READ_ONCE(ep->graceful_queued) && cancel_work_sync(&ep->graceful_work))
 		kdat_obj_put(&ep->obj);	/* the work's; the handle table's is below */
 	/* No completion can run after this: only then may the EVDs go. */
 	kdat_ep_free_qp(ep);
 	kdat_ep_wrs_exit(ep);
-	if (atomic_dec_and_test(&ep->ia->eps_finishing))
-		wake_up_all(&ep->ia->finish_wq);
+	kdat_ia_unuse_pd(ep->ia);	/* kdat_ep_kill() counted it in */
 	mutex_lock(&ctx->lock);
 	kdat_evd_unuse(ep->connect_evd);
 	kdat_evd_unuse(ep->request_evd);
@@ -848,6 +853,13 @@ static void kdat_ep_free_hang_up(struct kdat_ep *ep)
 {
 	struct kdat_ep_wire wire = {};
 
+	/*
+	 * Not connected: nothing to end, and no lock to take.  It may connect
+	 * from here on as after the check under the lock: kdat_ep_kill() then
+	 * ends it without an event, as it ends an attempt.
+	 */
+	if (!kdat_ep_state_connected(READ_ONCE(ep->state)))
+		return;
 	mutex_lock(&ep->lock);
 	if (!ep->obj.dead && kdat_ep_state_connected(ep->state))
 		kdat_ep_apply(ep, KDAT_EP_STIM_DISCONNECT_ABRUPT, NULL, 0,
