@@ -45,6 +45,8 @@
  *                                       work never waits for another's
  *   kdat_orphans_lock          mutex    the orphan list and its timer           kdat_orphan.c
  *   kdat_devices_lock          mutex    the device list and each device's IAs   kdat_devices.c
+ *   ia->cq_lock                mutex    the IA's shared CQs and their counts    kdat_cq.c
+ *                                       (a CQ is freed after it is dropped)
  *   evd->lock                  spinlock one EVD's queue, its counts, its ring   kdat_evd.c,
  *                              (irqsave)(the ring's only kernel writer)          kdat_ring.c
  *   ep->post_lock              spinlock posts against the QP's ERR/RESET/free, kdat_qp.c
@@ -196,6 +198,10 @@ struct kdat_ia {
 	 */
 	atomic_t eps_finishing;
 	wait_queue_head_t finish_wq;
+	/* the CQs its kernel QPs share (kdat_cq.c) */
+	struct mutex cq_lock;
+	struct list_head cqs;
+	u32 cq_next_vector;
 	bool own_ctx;			/* a kernel consumer's private ctx */
 	bool pdata_raw;			/* KDAT_IA_PDATA_RAW: no kdat header on the wire */
 };

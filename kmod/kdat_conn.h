@@ -385,6 +385,17 @@ kdat_ret_t kdat_ud_connect(struct kdat_ep *ep, const struct sockaddr *remote, u6
 void kdat_ud_passive_peer(struct kdat_ia *ia, const struct kdat_cr *cr,
 			  struct kdat_event_ud *peer);
 bool kdat_ud_may_listen(struct kdat_sp *sp);
+/* kdat_cq.c: the CQs an IA's kernel QPs share */
+void kdat_cqs_init(struct kdat_ia *ia);
+struct ib_cq *kdat_cq_get(struct kdat_ia *ia, u32 nr_cqe);
+void kdat_cq_put(struct kdat_ia *ia, struct ib_cq *cq, u32 nr_cqe);
+void kdat_cqs_check_empty(struct kdat_ia *ia);
+/* A completion's EP: CQs are shared, a QP is one EP's (its qp_context). */
+static inline struct kdat_ep *kdat_wc_ep(const struct ib_wc *wc)
+{
+	return wc->qp->qp_context;
+}
+
 /* kdat_qp.c: a kernel EP's queues, below the EP and the data path */
 int kdat_ep_wrs_init(struct kdat_ep *ep, bool posts);
 void kdat_ep_wrs_exit(struct kdat_ep *ep);

@@ -39,7 +39,7 @@ u32 kdat_dto_status(enum ib_wc_status status)
 static void kdat_wr_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct kdat_wr *wr = container_of(wc->wr_cqe, struct kdat_wr, cqe);
-	struct kdat_ep *ep = cq->cq_context;	/* each EP has its own CQ */
+	struct kdat_ep *ep = kdat_wc_ep(wc);
 	bool recv = wr->kind == KDAT_WR_RECV;
 	struct kdat_event_info info = {
 		.number = wr->kind == KDAT_WR_BIND ? KDAT_DAT_RMR_BIND_COMPLETION_EVENT :

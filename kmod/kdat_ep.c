@@ -484,19 +484,21 @@ void kdat_ia_unuse_pd(struct kdat_ia *ia)
 		wake_up_all(&ia->finish_wq);
 }
 
+/* The CQ entries an EP's QP takes: one extra per queue for ib_drain_qp()'s markers. */
+static u32 kdat_ep_cqes(const struct kdat_ep *ep)
+{
+	return ep->attr.max_recv_dtos + ep->attr.max_request_dtos + 2;
+}
+
 static int kdat_ep_alloc_qp(struct kdat_ep *ep)
 {
 	struct kdat_ia *ia = ep->ia;
 	struct ib_qp_init_attr init = {};
 	const struct kdat_ep_attr *a = &ep->attr;
 
-	/* one extra slot per queue for ib_drain_qp()'s marker requests */
-	ep->cq = ib_alloc_cq(ia->ibdev, ep, a->max_recv_dtos + a->max_request_dtos + 2,
-			     0, IB_POLL_WORKQUEUE);
-	if (IS_ERR(ep->cq)) {
-		ep->cq = NULL;
+	ep->cq = kdat_cq_get(ia, kdat_ep_cqes(ep));
+	if (!ep->cq)
 		return -ENOMEM;
-	}
 	init.event_handler = kdat_ep_qp_event;
 	init.qp_context = ep;
 	init.send_cq = ep->cq;
@@ -510,7 +512,7 @@ static int kdat_ep_alloc_qp(struct kdat_ep *ep)
 	ep->qp = ib_create_qp(ia->pd, &init);
 	if (IS_ERR(ep->qp)) {
 		ep->qp = NULL;
-		ib_free_cq(ep->cq);
+		kdat_cq_put(ia, ep->cq, kdat_ep_cqes(ep));
 		ep->cq = NULL;
 		return -ENOMEM;
 	}
@@ -644,7 +646,7 @@ void kdat_ep_free_qp(struct kdat_ep *ep)
 		ib_destroy_qp(ep->qp);
 	}
 	if (ep->cq)
-		ib_free_cq(ep->cq);	/* waits for completion processing */
+		kdat_cq_put(ep->ia, ep->cq, kdat_ep_cqes(ep));
 	ep->qp = NULL;
 	ep->cq = NULL;
 	complete_all(&ep->qp_freed);

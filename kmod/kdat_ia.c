@@ -108,6 +108,7 @@ kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, u32 flags,
 	INIT_LIST_HEAD(&ia->mrs);
 	atomic_set(&ia->eps_finishing, 0);
 	init_waitqueue_head(&ia->finish_wq);
+	kdat_cqs_init(ia);
 	INIT_LIST_HEAD(&ia->dev_node);
 	ia->cm = &kdat_cm_rdma;
 
@@ -239,6 +240,7 @@ static void kdat_ia_free_pd(struct kdat_ia *ia)
 
 	/* an EP freed by another thread may still be destroying its QP */
 	wait_event(ia->finish_wq, !atomic_read(&ia->eps_finishing));
+	kdat_cqs_check_empty(ia);
 	pd = xchg(&ia->pd, NULL);
 	if (pd)
 		ib_dealloc_pd(pd);

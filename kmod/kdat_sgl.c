@@ -90,7 +90,7 @@ EXPORT_SYMBOL_GPL(kdat_sgl_sync_for_device);
 static void kdat_cqe_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct kdat_cqe *cqe = container_of(wc->wr_cqe, struct kdat_cqe, ib);
-	struct kdat_ep *ep = cq->cq_context;
+	struct kdat_ep *ep = kdat_wc_ep(wc);
 	struct kdat_completion c = {};
 	bool recv = cqe->recv;
 	u32 status;

@@ -2,8 +2,9 @@
 /*
  * rdmacm_bench_conn: the same connection benchmark as kdat_bench_conn, with
  * raw in-kernel rdma_cm calls: the limit kdat is measured against.  Every
- * connection gets what a kdat EP gets: its own CQ (polled from a workqueue)
- * and an RC QP with 16+1 send and receive slots on one shared PD.  The
+ * connection gets its own CQ (polled from a workqueue; a kdat EP had one too
+ * until kdat's EPs began to share their IA's CQs, kmod/kdat_cq.c) and an RC
+ * QP with 16+1 send and receive slots on one shared PD.  The
  * connection steps run in the rdma_cm event handler; the benchmark thread
  * only starts connects/disconnects and waits.  Phases: bench_conn.h.
  */

@@ -1,4 +1,6 @@
 """Interface adapters and event dispatchers through /dev/kdat: open, query, wait, dequeue, free."""
+import json
+import subprocess
 import time
 
 import pytest
@@ -230,3 +232,44 @@ def test_psp_create_query_and_conn_qual_in_use(kd, rdma):
     kd.psp_free(psp)
     expect_dat_error("INVALID_HANDLE", kd.psp_query, psp)
     kd.psp_free(kd.psp_create(ia, evd, port))  # the port is free again
+
+
+def _kdat_cqs(before=()):
+    """kdat's CQs as iproute2 lists them (a kernel CQ: comm is the module that made it, no pid),
+    but those numbered in before."""
+    out = subprocess.run(["rdma", "-j", "res", "show", "cq"], capture_output=True, text=True,
+                         check=True).stdout
+    return [c for c in json.loads(out)
+            if c.get("comm") == "kdat" and "pid" not in c and c["cqn"] not in before]
+
+
+def test_an_ias_eps_share_cqs_that_go_with_their_last_ep(kd, rdma):
+    """An IA's kernel QPs share CQs (kmod/kdat_cq.c): a CQ of 1024 entries serves 30 EPs of the
+    default depth (16 + 16 + 2 entries each), the 31st EP gets a second CQ, and a CQ is freed
+    with its last EP, not kept until the IA or the device goes."""
+    others = {c["cqn"] for c in _kdat_cqs()}  # another test's kernel consumer, if any
+
+    def users():
+        """EPs per CQ: ib_core counts each QP twice, as the user of its send and receive CQ."""
+        cqs = _kdat_cqs(others)
+        assert all(c["users"] % 2 == 0 for c in cqs), cqs
+        return sorted(c["users"] // 2 for c in cqs)
+
+    ia = kd.ia_open(host_addr())
+    evd = kd.evd_create(ia, 16, C["KDAT_EVD_CONNECTION"])
+    eps = [kd.ep_create(ia, evd) for _ in range(31)]
+    assert users() == [1, 30], _kdat_cqs(others)
+    assert all(c["cqe"] >= 1024 for c in _kdat_cqs(others))
+    kd.ep_free(eps.pop())  # the last one made had a CQ to itself
+    assert users() == [30]
+    for ep in eps[1:]:
+        kd.ep_free(ep)
+    assert users() == [1]
+    kd.ep_free(eps[0])
+    assert users() == []
+    # and an IA closed with EPs on it leaves none either
+    for _ in range(3):
+        kd.ep_create(ia, evd)
+    assert users() == [3]
+    kd.ia_close(ia)
+    assert users() == []
