@@ -15,10 +15,12 @@
  *    work, or the consumer's own call on the EP;
  *  - a connection request: the IA owner's lock and the listening id's
  *    handler mutex;
- *  - a completion (DTO EVDs): the CQ's work, which kdat's disconnect and free
- *    wait for (ib_drain_qp) while holding the EP's lock.
+ *  - a completion (DTO EVDs): the work of the CQ the EP shares with other EPs
+ *    of its IA, which kdat's disconnect and free of any of those EPs wait
+ *    for (ib_drain_qp) while holding that EP's lock.
  * So an upcall makes no kdat call at all (every call may take one of those
- * locks or wait for the upcall's own thread): it wakes or queues work of its
+ * locks or wait for the upcall's own thread), and waits for no lock of the
+ * consumer's that is held across a kdat call: it wakes or queues work of its
  * own, and that work dequeues, posts, accepts or disconnects.
  *
  * Objects are pointers: once freed (by the consumer, or a CR by its accept
@@ -271,12 +273,14 @@ kdat_ret_t kdat_ep_post_rdma_read(struct kdat_ep *ep, const struct kdat_iov *iov
  *   when the peer answers with KDAT_SGL_SEND_INV (the receive's completion
  *   names the invalidated rkey) or with kdat_ep_post_local_inv().
  * - Every post names a struct kdat_cqe that the caller owns until its done()
- *   has run.  done() runs in the EP's CQ polling context (a workqueue, so it
- *   may not sleep for long), without any kdat lock, once per post (a flush
- *   error when the connection ended, or when the EP is freed), and may post
- *   again; it must not call kdat's sleeping calls (kdat_mr_free, kdat_ep_*
- *   other than the posts): kdat may be waiting, under its locks, for it to
- *   return (a disconnect or a device removal drains the QP).
+ *   has run.  done() runs in the polling context of the CQ the EP shares
+ *   with other EPs of its IA (a workqueue, so it may not sleep for long),
+ *   without any kdat lock, once per post (a flush error when the connection
+ *   ended, or when the EP is freed), and may post again; it must not call
+ *   kdat's sleeping calls (kdat_mr_free, kdat_ep_* other than the posts) nor
+ *   wait for a lock held across them: kdat may be waiting, under its locks,
+ *   for it to return (a disconnect, free or device removal of any EP on that
+ *   CQ drains its QP).
  *
  * Once the IA's device is gone, kdat_sgl_unmap and the syncs do nothing and
  * registrations are refused; the removal released the device's side of the
