@@ -8,6 +8,11 @@
  * (wc->qp->qp_context), so sharing changes nothing above: an EP's
  * completions still come in order, from one CQ's work.
  *
+ * An IA's EPs take the device's completion vectors in turn, and share a CQ
+ * only with EPs of the same vector: a driver's queues (one EP each) get
+ * their completions from as many CQs as the device has vectors, not all
+ * from one CQ's work.
+ *
  * A CQ goes as soon as its last EP does, so nothing outlives the EPs that
  * needed it (an ib_core CQ pool would keep its CQs until the device goes).
  * Completions of a QP that is gone cannot run: its EP drained the QP before
@@ -22,6 +27,7 @@
 struct kdat_cq {
 	struct list_head node;		/* ia->cqs, under ia->cq_lock */
 	struct ib_cq *cq;		/* its cq_context is this kdat_cq */
+	u32 vector;			/* its completion vector */
 	u32 cqe_free;			/* entries no EP has taken */
 	u32 users;			/* EPs whose QP uses it */
 };
@@ -33,11 +39,10 @@ void kdat_cqs_init(struct kdat_ia *ia)
 }
 
 /* Caller holds ia->cq_lock. */
-static struct kdat_cq *kdat_cq_new(struct kdat_ia *ia, u32 nr_cqe)
+static struct kdat_cq *kdat_cq_new(struct kdat_ia *ia, u32 nr_cqe, u32 vector)
 {
 	u32 max = ia->ibdev->attrs.max_cqe;
 	struct kdat_cq *kcq;
-	int vectors = max(ia->ibdev->num_comp_vectors, 1);
 	u32 size = clamp_t(u32, KDAT_SHARED_CQ_CQES, nr_cqe, max);
 
 	lockdep_assert_held(&ia->cq_lock);
@@ -46,31 +51,34 @@ static struct kdat_cq *kdat_cq_new(struct kdat_ia *ia, u32 nr_cqe)
 	kcq = kzalloc(sizeof(*kcq), GFP_KERNEL);
 	if (!kcq)
 		return NULL;
-	kcq->cq = ib_alloc_cq(ia->ibdev, kcq, size, ia->cq_next_vector++ % vectors,
-			      IB_POLL_WORKQUEUE);
+	kcq->cq = ib_alloc_cq(ia->ibdev, kcq, size, vector, IB_POLL_WORKQUEUE);
 	if (IS_ERR(kcq->cq)) {
 		kfree(kcq);
 		return NULL;
 	}
+	kcq->vector = vector;
 	kcq->cqe_free = size;
 	list_add(&kcq->node, &ia->cqs);
 	return kcq;
 }
 
-/* A CQ with nr_cqe entries for one EP's QP, or NULL. */
+/* A CQ with nr_cqe entries for one EP's QP, on the IA's next vector; or NULL. */
 struct ib_cq *kdat_cq_get(struct kdat_ia *ia, u32 nr_cqe)
 {
+	u32 vectors = max(ia->ibdev->num_comp_vectors, 1);
 	struct kdat_cq *kcq, *found = NULL;
+	u32 vector;
 
 	mutex_lock(&ia->cq_lock);
+	vector = ia->cq_next_vector++ % vectors;
 	list_for_each_entry(kcq, &ia->cqs, node) {
-		if (kcq->cqe_free >= nr_cqe) {
+		if (kcq->vector == vector && kcq->cqe_free >= nr_cqe) {
 			found = kcq;
 			break;
 		}
 	}
 	if (!found)
-		found = kdat_cq_new(ia, nr_cqe);
+		found = kdat_cq_new(ia, nr_cqe, vector);
 	if (found) {
 		found->cqe_free -= nr_cqe;
 		found->users++;
