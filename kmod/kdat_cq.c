@@ -43,11 +43,12 @@ static struct kdat_cq *kdat_cq_new(struct kdat_ia *ia, u32 nr_cqe, u32 vector)
 {
 	u32 max = ia->ibdev->attrs.max_cqe;
 	struct kdat_cq *kcq;
-	u32 size = clamp_t(u32, KDAT_SHARED_CQ_CQES, nr_cqe, max);
+	u32 size;
 
 	lockdep_assert_held(&ia->cq_lock);
 	if (nr_cqe > max)
 		return NULL;
+	size = clamp_t(u32, KDAT_SHARED_CQ_CQES, nr_cqe, max);
 	kcq = kzalloc(sizeof(*kcq), GFP_KERNEL);
 	if (!kcq)
 		return NULL;

@@ -484,7 +484,11 @@ void kdat_ia_unuse_pd(struct kdat_ia *ia)
 		wake_up_all(&ia->finish_wq);
 }
 
-/* The CQ entries an EP's QP takes: one extra per queue for ib_drain_qp()'s markers. */
+/*
+ * The CQ entries an EP's QP takes: one extra per queue for ib_drain_qp()'s
+ * markers.  Its DTO depths are fixed at creation (kdat_ep_modify() does not
+ * change them), so its CQ gets back what it gave.
+ */
 static u32 kdat_ep_cqes(const struct kdat_ep *ep)
 {
 	return ep->attr.max_recv_dtos + ep->attr.max_request_dtos + 2;
