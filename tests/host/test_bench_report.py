@@ -116,3 +116,34 @@ def test_runs_without_cpu_figures_give_no_cpu_line():
     text = "\n".join(load_report().conn_section(
         {"addr": "192.0.2.1", "reps": 1, "runs": runs, "skipped": []}))
     assert "busy CPU" not in text
+
+
+def dtestcm_run(name, rep, conn_ms, n=1000):
+    return {"name": name, "rep": rep, "n": n, "pinned": False, "ok": True, "wall_s": 3.0,
+            "client": {"conn_us": conn_ms * 1000 / n}, "server": {}}
+
+
+def test_dtestcm_is_set_against_raw_in_kernel_rdma_cm_of_the_same_run():
+    """The in-kernel rate bounds any provider on rdma_cm: the section says where kdat's and
+    libdaplofa's rates lie against it, and what 2.5x libdaplofa would take."""
+    d = {"addr": "192.0.2.1", "reps": 2, "reps_by_n": {"1000": 2},
+         "runs": [dtestcm_run("kdat", 0, 1000), dtestcm_run("libdaplofa", 0, 2000),
+                  dtestcm_run("kdat", 1, 1000), dtestcm_run("libdaplofa", 1, 3000)]}
+    conn = {"runs": [conn_run("rdmacm", 0, 50, n=1000, establish_ns=800e6)]}
+    text = "\n".join(load_report().dtestcm_section(d, conn))
+    assert "kdat connects at **2.50x** libdaplofa's" in text
+    # raw 800 ms: kdat 0.80x it, libdaplofa (median 2500 ms) 0.32x, 2.5x libdaplofa 0.80x it
+    assert ("against raw in-kernel rdma_cm's setup rate in this run (800.0 ms for N connections, "
+            "bench/conn), the bound for any provider on rdma_cm: kdat's provider connects at "
+            "**0.80x** it, libdaplofa at 0.32x; 2.5x libdaplofa is 0.80x it.") in text
+    # without bench/conn's results in the run the line is left out
+    assert "in-kernel" not in "\n".join(load_report().dtestcm_section(d))
+
+
+def test_conn_repetitions_are_reported_per_n():
+    c = {"reps": 3, "reps_by_n": {"100": 30, "1000": 9, "5000": 3}}
+    assert (load_report().reps_text(c, [100, 1000, 5000])
+            == "repetitions: 30 at N=100, 9 at N=1000, 3 at N=5000")
+    # results written before the tiers: one factor up to small_n
+    old = {"reps": 3, "small_n": 1000, "small_reps": 9}
+    assert load_report().reps_text(old, [100, 5000]) == "repetitions: 9 at N=100, 3 at N=5000"
