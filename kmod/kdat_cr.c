@@ -152,23 +152,26 @@ static void kdat_cr_unlock_id(struct kdat_cr *cr, struct rdma_cm_id *id)
 }
 
 /*
- * A UD request, accepted on a UD EP: the SIDR reply names the EP's QP and
- * goes at once (the QP has been in RTS since its creation), and the EP's
- * ESTABLISHED names the requester.  The CR and its id end with the call.
+ * What both accepts check before the CR is consumed: private data that fits
+ * the reply, a CR still pending, an EP of the caller's, of the same IA and of
+ * the request's kind (RC or UD; an RC request defaults to the PSP's own EP),
+ * in a state that takes `stimulus`, on a device still there.  On success the
+ * id's handler mutex, ctx->lock and the EP's lock are held, in that order
+ * (the CR's id: *idp; the EP: *epp); on failure none is.
  */
-static kdat_ret_t kdat_cr_accept_ud(struct kdat_cr *cr, struct kdat_ep *ep, const void *pdata,
-				    s32 pdata_size)
+static kdat_ret_t kdat_cr_claim(struct kdat_cr *cr, struct kdat_ep **epp,
+				const void *pdata, s32 pdata_size,
+				unsigned int stimulus, struct rdma_cm_id **idp)
 {
 	struct kdat_ctx *ctx = cr->obj.ctx;
-	struct rdma_conn_param param = {};
-	u8 wire[KDAT_PDATA_WIRE_MAX];
-	struct kdat_event_ud peer;
+	struct kdat_ep *ep = *epp;
 	struct rdma_cm_id *id;
 	kdat_ret_t ret;
-	int err;
 
+	*idp = NULL;
 	ret = kdat_check_private_data(pdata, pdata_size,
-				      kdat_pdata_max(cr->ia, KDAT_IB_SIDR_REP_FIELD));
+				      kdat_pdata_max(cr->ia, cr->ud ? KDAT_IB_SIDR_REP_FIELD :
+							     KDAT_IB_REP_FIELD));
 	if (ret)
 		return ret;
 	if (ep && ep->obj.ctx != ctx)
@@ -180,32 +183,57 @@ static kdat_ret_t kdat_cr_accept_ud(struct kdat_cr *cr, struct kdat_ep *ep, cons
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_CR);
 		goto refused;
 	}
-	if (!ep) {	/* a UD request names no EP: the consumer brings one */
+	/* a consumer-flag PSP's CR, and every UD one, names no EP */
+	if (!ep)
+		ep = cr->ep;
+	if (!ep) {
 		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
 		goto refused;
 	}
 	mutex_lock(&ep->lock);
 	if (ep->obj.dead)
 		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
-	else if (ep->ia != cr->ia || !kdat_ep_is_ud(ep))
+	else if (ep->ia != cr->ia || (cr->ep && cr->ep != ep) || kdat_ep_is_ud(ep) != cr->ud)
 		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
 	else
-		ret = kdat_ep_check(ep, KDAT_EP_STIM_UD_ACCEPT);
+		ret = kdat_ep_check(ep, stimulus);
 	if (!ret && ep->ia->removed)
 		ret = kdat_invalid_state(ep);
 	if (!ret) {
-		param.qp_num = ep->uqp->qpn;
-		kdat_ep_step(ep, KDAT_EP_STIM_UD_ACCEPT, NULL, 0);
+		*epp = ep;
+		*idp = id;
+		return KDAT_DAT_SUCCESS;
 	}
 	mutex_unlock(&ep->lock);
-	if (ret)
-		goto refused;
+refused:
+	mutex_unlock(&ctx->lock);
+	kdat_cr_unlock_id(cr, id);
+	return ret;
+}
+
+/*
+ * A UD request, accepted on a UD EP (kdat_cr_claim's locks held): the SIDR
+ * reply names the EP's QP and goes at once (the QP has been in RTS since its
+ * creation), and the EP's ESTABLISHED names the requester.  The CR and its
+ * id end with the call.
+ */
+static kdat_ret_t kdat_cr_accept_ud(struct kdat_cr *cr, struct kdat_ep *ep,
+				    struct rdma_cm_id *id, const void *pdata, s32 pdata_size)
+{
+	struct rdma_conn_param param = {};
+	u8 wire[KDAT_PDATA_WIRE_MAX];
+	struct kdat_event_ud peer;
+	int err;
+
+	param.qp_num = ep->uqp->qpn;
+	kdat_ep_step(ep, KDAT_EP_STIM_UD_ACCEPT, NULL, 0);
+	mutex_unlock(&ep->lock);
 	/* consumed: the reply goes without our locks, under the id's handler mutex */
 	list_del_init(&cr->ia_node);
 	kdat_obj_unlink(&cr->obj);
 	cr->cm_id = NULL;
 	kdat_obj_get_ref(&ep->obj);
-	mutex_unlock(&ctx->lock);
+	mutex_unlock(&cr->obj.ctx->lock);
 
 	kdat_ia_count(cr->ia, KDAT_IA_COUNTER_ACCEPTS);
 	/* rdma_cm takes no Q_Key of 0: name its UDP port space's own */
@@ -226,11 +254,6 @@ static kdat_ret_t kdat_cr_accept_ud(struct kdat_cr *cr, struct kdat_ep *ep, cons
 	kdat_cr_finish(cr, id);
 	kdat_obj_put(&ep->obj);
 	return KDAT_DAT_SUCCESS;
-
-refused:
-	mutex_unlock(&ctx->lock);
-	kdat_cr_unlock_id(cr, id);
-	return ret;
 }
 
 kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pdata,
@@ -239,51 +262,17 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 	struct kdat_ctx *ctx = cr->obj.ctx;
 	struct rdma_conn_param param = {};
 	struct rdma_cm_id *id, *dead_id = NULL;
-	struct kdat_ep *locked = NULL;
 	bool ctx_locked = true;
 	u8 wire[KDAT_PDATA_WIRE_MAX];
 	kdat_ret_t ret;
 	int err;
 
-	if (cr->ud)	/* set at its creation */
-		return kdat_cr_accept_ud(cr, ep, pdata, pdata_size);
-	ret = kdat_check_private_data(pdata, pdata_size, kdat_pdata_max(cr->ia, KDAT_IB_REP_FIELD));
+	ret = kdat_cr_claim(cr, &ep, pdata, pdata_size,
+			    cr->ud ? KDAT_EP_STIM_UD_ACCEPT : KDAT_EP_STIM_ACCEPT, &id);
 	if (ret)
 		return ret;
-	if (ep && ep->obj.ctx != ctx)
-		return kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
-
-	id = kdat_cr_lock_id(cr);
-	mutex_lock(&ctx->lock);
-	if (cr->obj.dead || !id || cr->cm_id != id) {
-		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_CR);
-		goto out;
-	}
-	if (!ep)
-		ep = cr->ep;
-	if (!ep) {
-		/* A consumer-flag PSP's CR names no EP: the consumer must bring one. */
-		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
-		goto out;
-	}
-	mutex_lock(&ep->lock);
-	locked = ep;
-	if (ep->obj.dead) {
-		ret = kdat_err(KDAT_DAT_INVALID_HANDLE, KDAT_DAT_INVALID_HANDLE_EP);
-		goto out;
-	}
-	/* an RC request needs an RC EP */
-	if (ep->ia != cr->ia || (cr->ep && cr->ep != ep) || kdat_ep_is_ud(ep)) {
-		ret = kdat_err(KDAT_DAT_INVALID_PARAMETER, KDAT_DAT_INVALID_ARG2);
-		goto out;
-	}
-	ret = kdat_ep_check(ep, KDAT_EP_STIM_ACCEPT);
-	if (ret)
-		goto out;
-	if (ep->ia->removed) {
-		ret = kdat_invalid_state(ep);
-		goto out;
-	}
+	if (cr->ud)	/* set at its creation */
+		return kdat_cr_accept_ud(cr, ep, id, pdata, pdata_size);
 
 	kdat_ep_accept_depths(ep, cr, &ep->ird, &ep->ord);
 
@@ -335,20 +324,16 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 		dead_id = kdat_ep_detach_id(ep);
 		kdat_ep_step(ep, KDAT_EP_STIM_ACCEPT_FAILED, NULL, 0);
 	}
-out:
-	if (locked)
-		mutex_unlock(&locked->lock);
+	mutex_unlock(&ep->lock);
 	if (ctx_locked)
 		mutex_unlock(&ctx->lock);
 	kdat_cr_unlock_id(cr, id);
-	if (!ret) {
-		/* the consumed CR: its id reference moved to the EP above */
-		kdat_obj_put(&cr->obj);
-		kdat_cr_finish(cr, NULL);
-		if (dead_id)
-			kdat_destroy_id_later(ep->ia->cm, dead_id, &ep->obj);
-	}
-	return ret;
+	/* the consumed CR: its id reference moved to the EP above */
+	kdat_obj_put(&cr->obj);
+	kdat_cr_finish(cr, NULL);
+	if (dead_id)
+		kdat_destroy_id_later(ep->ia->cm, dead_id, &ep->obj);
+	return KDAT_DAT_SUCCESS;
 }
 EXPORT_SYMBOL_GPL(kdat_cr_accept);
 
