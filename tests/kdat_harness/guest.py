@@ -10,6 +10,7 @@ import time
 import weakref
 
 from . import REPO
+from . import known_defects
 from .uapi import Uapi
 
 # The modules built for the kernel this guest runs: Debian's (kmod/) or the debug test kernel's.
@@ -113,12 +114,24 @@ class KernelLog:
     def __init__(self):
         records = _kmsg_records()
         self.start = records[-1][0] if records else -1
+        # names of scripts/known-kernel-defects that reports() excuses (a test that provokes one)
+        self.allow = []
+        self.excused = []
 
     def new_lines(self):
         return [text for seq, text in _kmsg_records() if seq > self.start]
 
     def reports(self):
-        return [line for line in self.new_lines() if REPORT_RE.search(line)]
+        return reports(self.new_lines(), self.allow, self.excused)
+
+
+def reports(lines, allow=(), excused=None):
+    """The report lines of `lines`, but for the known defects named in `allow` (each excused one
+    is appended to `excused` as (name, its first line))."""
+    kept, found = known_defects.excuse(lines, list(allow))
+    if excused is not None:
+        excused.extend(found)
+    return [line for line in kept if REPORT_RE.search(line)]
 
 
 # ---- what this process holds of kdat ----------------------------------------------------------

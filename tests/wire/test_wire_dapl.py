@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from kdat_harness import KDATCTL, REPO
+from kdat_harness import KDATCTL, REPO, known_defects
 from kdat_harness.dapl import without_quit_reply_race
 from kdat_harness.dat import next_port
 
@@ -435,13 +435,22 @@ def _tcp_since(before, run):
                      for name in TCP_COUNTERS)
 
 
+def _rxe_defect_seen(kernel_log):
+    """rxe's completer defect under loss (scripts/known-kernel-defects) reported on either host
+    since the test began."""
+    return any(known_defects.excuse(lines, ["rxe-completer-loss"])[1]
+               for lines in (kernel_log.new_lines(), kernel_log.peer_lines()))
+
+
 def test_dapltest_over_kdat_passes_under_1_percent_loss_and_ends_by_itself_under_10(
         dat_conf, link, peer, netem, kernel_log):
     """netem drops packets both ways on the wire while dapltest -T T moves data (send/recv,
     RDMA write and read, 2 threads x 2 EPs; 50 and 30 iterations) over kdat on both hosts.  On
     RoCE each lost data packet is sent again after kdat's local ACK timeout (module parameter
     ack_timeout, 2^16 x 4.096 us = 268 ms); on iWARP TCP sends it again (and a lost SYN or MPA
-    message costs TCP's retransmission timeout).  At 1% the test passes, clean, on both sides.  At 10% both
+    message costs TCP's retransmission timeout).  At 1% the test passes, clean, on both sides; a
+    run in which rxe's own completer broke a QP (its WARN, scripts/known-kernel-defects: CI of
+    2026-12-02, a receive flushed on the server) runs once more and must pass.  At 10% both
     programs must end by themselves, whatever dapltest then reports: a lost CM message costs
     the CM's 6 s REQ/REP retry, so a thread's connection can miss the 10 s in which dapltest's
     client waits for all of them to report ready (it then says so and gives up), and the peer's
@@ -460,7 +469,9 @@ def test_dapltest_over_kdat_passes_under_1_percent_loss_and_ends_by_itself_under
     runs in 9): the command arrived, the server's DREQ 50 ms later, and no retry count exceeded
     on either host.  The iterations keep the lossy part the bulk of each run (with 10 at 10%,
     dapltest was over before the loss began); netem must have dropped packets in both halves."""
-    for spec, iterations, timeout in (("loss 1%", 50, 180), ("loss 10%", 30, 240)):
+    halves, rerun = [("loss 1%", 50, 180), ("loss 10%", 30, 240)], set()
+    while halves:
+        spec, iterations, timeout = halves.pop(0)
         applied, drops = [], []
 
         def heal():
@@ -489,8 +500,20 @@ def test_dapltest_over_kdat_passes_under_1_percent_loss_and_ends_by_itself_under
             f"netem dropped nothing while dapltest ran under {spec}: dropped {drops}\n"
             + _show("server", *server) + "\n" + _show("client", *client))
         if spec == "loss 1%":
+            if not ok and spec not in rerun and _rxe_defect_seen(kernel_log):
+                # rxe's own completer broke a QP (scripts/known-kernel-defects): not kdat's, and
+                # not a verdict on the wire's loss; the half runs once more, and must pass.  The
+                # WARN is rxe's WARN_ON_ONCE, so a second hit in this boot fails plainly.
+                print(f"{spec}: rxe's completer defect (rxe-completer-loss) broke a QP in this "
+                      "run: once more\n" + _show("server", *server) + "\n"
+                      + _show("client", *client))
+                rerun.add(spec)
+                halves.insert(0, (spec, iterations, timeout))
+                continue
             assert ok, ("dapltest over kdat under 1% loss\n" + _show("server", *server) + "\n"
-                        + _show("client", *client))
+                        + _show("client", *client)
+                        + ("\n(rxe's completer defect was seen in the first run of this half)"
+                           if spec in rerun else ""))
             continue
         ended = client[0] not in (None, 124) and server[0] is not None
         assert ended and "End of Work -- Client Exiting" in client[1], (
