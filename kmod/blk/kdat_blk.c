@@ -48,8 +48,34 @@ static int queue_depth = 32;
 module_param(queue_depth, int, 0444);
 MODULE_PARM_DESC(queue_depth, "requests in flight per queue (1-128)");
 static int ctrl_loss_tmo = 60;
-module_param(ctrl_loss_tmo, int, 0444);
-MODULE_PARM_DESC(ctrl_loss_tmo, "seconds to keep reconnecting before I/O fails (-1: for ever)");
+
+/*
+ * Writable while the module runs: an outage in progress is judged by the new
+ * value at its next failed attempt (-1 rides out a target whose boot takes
+ * as long as it takes; 0 gives up on a target known to be gone, which lets
+ * the I/O fail and the device close without waiting out the old value).
+ */
+static int param_set_ctrl_loss_tmo(const char *val, const struct kernel_param *kp)
+{
+	int tmo, ret = kstrtoint(val, 0, &tmo);
+
+	if (ret)
+		return ret;
+	if (tmo < -1) {
+		pr_err("kdat_blk: ctrl_loss_tmo=%d: -1 (for ever) or more seconds\n", tmo);
+		return -EINVAL;
+	}
+	WRITE_ONCE(ctrl_loss_tmo, tmo);
+	return 0;
+}
+
+static const struct kernel_param_ops ctrl_loss_tmo_ops = {
+	.set = param_set_ctrl_loss_tmo,
+	.get = param_get_int,
+};
+module_param_cb(ctrl_loss_tmo, &ctrl_loss_tmo_ops, &ctrl_loss_tmo, 0644);
+MODULE_PARM_DESC(ctrl_loss_tmo,
+		 "seconds to keep reconnecting before I/O fails (-1: for ever; writable)");
 static int reconnect_delay = 1;
 module_param(reconnect_delay, int, 0444);
 MODULE_PARM_DESC(reconnect_delay, "the most seconds between reconnect attempts, after the first 5 s (1-3600)");
@@ -133,8 +159,7 @@ static struct {
 	struct completion first_live;
 	struct work_struct err_work;
 	struct delayed_work connect_work;
-	unsigned long loss_deadline;	/* jiffies; 0 while connected */
-	unsigned long lost_at;		/* jiffies when the connection was lost */
+	unsigned long lost_at;		/* jiffies when the connection was lost; 0 while connected */
 	bool fail_io;			/* dead or deleting: queue_rq fails requests */
 	bool quiesced;			/* the device's dispatch is stopped (ctrl.lock) */
 	atomic_t reset_requested;	/* by a callback or a timeout (kblk_error) */
@@ -535,7 +560,6 @@ static void kblk_live(void)
 		pr_info("kdat_blk: connected again after %u ms\n", ctrl.last_resume_ms);
 	}
 	ctrl.lost_at = 0;
-	ctrl.loss_deadline = 0;
 	complete_all(&ctrl.first_live);
 	kblk_unquiesce();
 }
@@ -616,6 +640,7 @@ static void kblk_event_work(struct work_struct *work)
  */
 static void kblk_err_work(struct work_struct *work)
 {
+	int tmo = READ_ONCE(ctrl_loss_tmo);
 	bool deleting, give_up;
 
 	mutex_lock(&ctrl.lock);
@@ -629,21 +654,20 @@ static void kblk_err_work(struct work_struct *work)
 	set_state(deleting ? KBLK_DELETING : KBLK_RESETTING);
 	if (!ctrl.lost_at && ctrl.disk && !deleting) {
 		ctrl.lost_at = jiffies;
-		ctrl.loss_deadline = jiffies + (unsigned long)max(ctrl_loss_tmo, 0) * HZ;
 		ctrl.resets++;
 		ctrl.retry_ms = KBLK_FIRST_RETRY_MS;
-		pr_info("kdat_blk: connection lost: reconnecting (for %d s at most)\n", ctrl_loss_tmo);
+		pr_info("kdat_blk: connection lost: reconnecting (for %d s at most)\n", tmo);
 	}
 	kblk_quiesce();
 	all_queues_teardown();
 	/* no device yet: the first connection failed, and module load with it */
 	give_up = deleting || !ctrl.disk ||
-		  (ctrl_loss_tmo >= 0 && time_after_eq(jiffies, ctrl.loss_deadline));
+		  (tmo >= 0 && time_after_eq(jiffies, ctrl.lost_at + (unsigned long)tmo * HZ));
 	if (give_up) {
 		if (!deleting) {
 			if (ctrl.disk)
-				pr_err("kdat_blk: no connection for %d s: failing I/O\n",
-				       ctrl_loss_tmo);
+				pr_err("kdat_blk: no connection for %lu s (ctrl_loss_tmo %d): failing I/O\n",
+				       (jiffies - ctrl.lost_at) / HZ, tmo);
 			set_state(KBLK_DEAD);
 		}
 		WRITE_ONCE(ctrl.fail_io, true);
@@ -726,9 +750,9 @@ static int check_params(void)
 		pr_err("kdat_blk: queue_depth=%d: 1-%d\n", queue_depth, KBLK_MAX_QUEUE_DEPTH);
 		return -EINVAL;
 	}
-	if (ctrl_loss_tmo < -1 || reconnect_delay < 1 || reconnect_delay > 3600 || io_timeout < 1) {
-		pr_err("kdat_blk: ctrl_loss_tmo=%d reconnect_delay=%d io_timeout=%d: ctrl_loss_tmo -1 or more, reconnect_delay 1-3600, io_timeout 1 or more\n",
-		       ctrl_loss_tmo, reconnect_delay, io_timeout);
+	if (reconnect_delay < 1 || reconnect_delay > 3600 || io_timeout < 1) {
+		pr_err("kdat_blk: reconnect_delay=%d io_timeout=%d: reconnect_delay 1-3600, io_timeout 1 or more\n",
+		       reconnect_delay, io_timeout);
 		return -EINVAL;
 	}
 	return 0;

@@ -105,6 +105,8 @@ def fio(*args, timeout=600, check=True):
     ("kdat_blk", ["target=192.0.2.1", "port=4420", "queue_depth=129"], "queue_depth=129: 1-128"),
     ("kdat_blk", ["target=192.0.2.1", "port=4420", "nr_queues=17"], "nr_queues=17: 1-16"),
     ("kdat_blk", ["target=192.0.2.1", "port=4420", "reconnect_delay=0"], "reconnect_delay 1-3600"),
+    ("kdat_blk", ["target=192.0.2.1", "port=4420", "ctrl_loss_tmo=-2"],
+     "ctrl_loss_tmo=-2: -1 (for ever) or more"),
     ("kdat_blk", ["target=192.0.2.1", "port=PORT"], "cannot connect to 192.0.2.1 port"),
     ("kdat_blkt", ["port=4420"], "path= is required"),
     ("kdat_blkt", ["port=4420", "path=/dev/kdat-no-such-disk"], "cannot open /dev/kdat-no-such-disk"),
@@ -285,12 +287,14 @@ def removable_rxe(rdma):
 
 def test_rdma_device_removed_under_io_fails_io_then_everything_unloads(removable_rxe, ramdisk,
                                                                        blk):
-    """rxe goes away with requests in flight: after ctrl_loss_tmo the I/O fails (fio sees
-    errors, nothing hangs), and both modules unload."""
+    """rxe goes away with requests in flight: with ctrl_loss_tmo -1 the initiator keeps trying;
+    ctrl_loss_tmo written while it does (3 s) applies to the outage in progress, and the I/O
+    fails (fio sees errors, nothing hangs); both modules unload.  A value below -1 is refused
+    at run time too, and changes nothing."""
     target, initiator = blk
     target(ramdisk)
     initiator.expect_resets = True
-    initiator(nr_queues=2, queue_depth=8, ctrl_loss_tmo=3)
+    initiator(nr_queues=2, queue_depth=8, ctrl_loss_tmo=-1)
     run = subprocess.Popen(["fio", "--name=kdat", f"--filename={DEV}", "--direct=1",
                             "--ioengine=libaio", "--rw=randrw", "--bs=16k", "--iodepth=8",
                             "--size=32M", "--time_based", "--runtime=120"],
@@ -298,6 +302,15 @@ def test_rdma_device_removed_under_io_fails_io_then_everything_unloads(removable
     try:
         wait_for(lambda: int(blk_param("writes", "kdat_blkt")) > 100, 120, "no I/O arrived")
         guest.run("rdma", "link", "delete", removable_rxe)
+        wait_for(lambda: blk_param("state") == "connecting", 60, "the initiator saw no loss")
+        time.sleep(4)
+        assert blk_param("state") == "connecting", "ctrl_loss_tmo -1 gave up"
+        with pytest.raises(OSError):
+            with open("/sys/module/kdat_blk/parameters/ctrl_loss_tmo", "w") as f:
+                f.write("-2\n")
+        assert blk_param("ctrl_loss_tmo") == "-1"
+        with open("/sys/module/kdat_blk/parameters/ctrl_loss_tmo", "w") as f:
+            f.write("3\n")
         wait_for(lambda: blk_param("state") == "dead", 60, "I/O did not fail after 3 s")
         out, _ = run.communicate(timeout=120)
     finally:

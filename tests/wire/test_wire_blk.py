@@ -18,12 +18,19 @@ from wire_helpers import record
 BLK_KO = os.path.join(guest.KMOD_DIR, "blk", "kdat_blk.ko")
 BLKT_KO = os.path.join(guest.KMOD_DIR, "blk", "kdat_blkt.ko")
 DEV = "/dev/kdatb0"
-CTRL_LOSS_TMO = 120   # seconds: the target's host boots again well within it
 
 
 def blk_param(name):
     with open(f"/sys/module/kdat_blk/parameters/{name}") as f:
         return f.read().strip()
+
+
+def give_up_now():
+    """The initiator fails what waits for the target at its next attempt (ctrl_loss_tmo is
+    writable): a test that failed with the target away ends its I/O without waiting for it."""
+    if blk_param("state") != "live":
+        with open("/sys/module/kdat_blk/parameters/ctrl_loss_tmo", "w") as f:
+            f.write("0\n")
 
 
 def fio(*args):
@@ -45,12 +52,13 @@ def remote_target(peer, link, kdat_module, kernel_log):
     start.port = port
     yield start
     # A test that failed half-way may have left the peer off, or requests waiting for a target
-    # that is not there: power it on, and let the initiator end them (live again, or dead after
-    # ctrl_loss_tmo) before it is unloaded.
+    # that is not there: power it on, and have the initiator end them (dead at its next attempt)
+    # before it is unloaded.
     if not peer.powered:
         peer.power_on()
     if guest.module_loaded("kdat_blk"):
-        wait_for(lambda: blk_param("state") in ("live", "dead"), CTRL_LOSS_TMO + 30,
+        give_up_now()
+        wait_for(lambda: blk_param("state") in ("live", "dead"), 90,
                  "the initiator neither reconnected nor gave up")
         r = guest.unload_module("kdat_blk")
         assert r.returncode == 0, r.stderr
@@ -58,16 +66,23 @@ def remote_target(peer, link, kdat_module, kernel_log):
 
 
 def test_the_target_host_powered_off_under_writes_and_back(link, peer, remote_target):
+    # ctrl_loss_tmo -1: the initiator waits for the target however long its host takes to boot
+    # (power_on's own timeout bounds that).  With 120 s the writes failed EIO in CI on a busy
+    # machine (2026-12-02), most likely 120 s ran out during the boot; this test is about the
+    # return, not the give-up (tests/guest/test_blk.py has that).
     remote_target()
     r = guest.run("insmod", BLK_KO, f"target={link.peer_addr}", f"port={remote_target.port}",
                   f"ia_name={link.netdev}", "nr_queues=2", "queue_depth=8", "reconnect_delay=1",
-                  f"ctrl_loss_tmo={CTRL_LOSS_TMO}", check=False)
+                  "ctrl_loss_tmo=-1", check=False)
     assert r.returncode == 0, r.stderr
     wait_for(lambda: os.path.exists(DEV), 30, f"{DEV} did not appear")
     run = fio("--rw=randwrite", "--size=48M")
     try:
         wait_for(lambda: blk_param("state") == "live", 30, "the initiator is not live")
-        time.sleep(3)                       # writes in flight
+        # writes flow before the fault (in CI on a busy machine fio had issued only its first 8
+        # three seconds after it started)
+        wait_for(lambda: int(peer.sh("cat /sys/module/kdat_blkt/parameters/writes")["out"]) > 100,
+                 120, "no writes arrived at the target")
         assert run.poll() is None, "fio ended before the fault"
         peer.power_off()
         t0 = time.monotonic()
@@ -78,8 +93,10 @@ def test_the_target_host_powered_off_under_writes_and_back(link, peer, remote_ta
         out, _ = run.communicate(timeout=600)
     finally:
         if run.poll() is None:
+            if not peer.powered or blk_param("state") != "live":
+                give_up_now()
             run.kill()
-            run.wait()
+            run.wait(timeout=120)
     assert run.returncode == 0, out[-3000:]
     assert blk_param("state") == "live"
     assert int(blk_param("reconnects")) >= 1
