@@ -214,6 +214,26 @@ constexpr std::optional<DAT_IB_EXT_TYPE> extension_of(Op op) {
   }
 }
 
+// What a completion needs to know of its request's operation, one load away: every completion
+// asks, and the functions above compile to a chain of compares.  Built from them.
+struct OpTraits {
+  DAT_DTOS reported = DAT_DTO_SEND;
+  DAT_IB_EXT_TYPE extension{};
+  bool extended = false;
+  bool bind = false;
+};
+constexpr std::size_t kOpCount = static_cast<std::size_t>(Op::invalidate) + 1;
+constexpr std::array<OpTraits, kOpCount> kOpTraits = [] {
+  std::array<OpTraits, kOpCount> traits{};
+  for (std::size_t i = 0; i < kOpCount; ++i) {
+    const auto op = static_cast<Op>(i);
+    const auto extension = extension_of(op);
+    traits[i] = {reported(op), extension.value_or(DAT_IB_EXT_TYPE{}), extension.has_value(),
+                 is_bind(op)};
+  }
+  return traits;
+}();
+
 constexpr ibv_wr_opcode opcode_of(Op op) {
   switch (op) {
     case Op::rdma_read: return IBV_WR_RDMA_READ;
@@ -326,8 +346,10 @@ struct Pending {
 
 // The posted work requests whose completions have not been taken.  A request's wr_id is its
 // slot's index (low 32 bits) and the slot's generation (high 32 bits), which changes whenever the
-// slot is freed: a completion of a request forgotten meanwhile (its EP reset or freed, its EVD
-// freed) names an old generation and is ignored, even if the slot holds a newer request.
+// slot is taken or freed: a completion of a request forgotten meanwhile (its EP reset or freed,
+// its EVD freed) names an old generation and is ignored, even if the slot holds a newer request.
+// An odd generation is a slot in use, so that one compare finds a live request, and a slot is 64
+// bytes (an index is a shift); every completion looks its request up.
 class PendingTable {
  public:
   // Records a new request, whose record `fill` writes in place; returns its wr_id.
@@ -342,7 +364,7 @@ class PendingTable {
     }
     Slot &s = slots_[i];
     fill(s.pending);
-    s.used = true;
+    ++s.generation;  // odd: in use
     return (std::uint64_t{s.generation} << 32) | i;
   }
   // The request `id` names; nullptr if it was forgotten.
@@ -350,7 +372,9 @@ class PendingTable {
     const auto i = static_cast<std::uint32_t>(id);
     if (i >= slots_.size()) return nullptr;
     Slot &s = slots_[i];
-    if (!s.used || s.generation != static_cast<std::uint32_t>(id >> 32)) return nullptr;
+    // an odd generation: a wr_id not made by add() (0, say) never names a free slot
+    const auto generation = static_cast<std::uint32_t>(id >> 32);
+    if (s.generation != generation || (generation & 1) == 0) return nullptr;
     return &s.pending;
   }
   void remove(std::uint64_t id) {
@@ -361,26 +385,26 @@ class PendingTable {
   template <typename F>
   void remove_if(F &&f) {
     for (std::uint32_t i = 0; i < slots_.size(); ++i)
-      if (slots_[i].used && f(slots_[i].pending)) release(i);
+      if (slots_[i].used() && f(slots_[i].pending)) release(i);
   }
   template <typename F>
   [[nodiscard]] bool any(F &&f) const {
     return std::any_of(slots_.begin(), slots_.end(),
-                       [&](const Slot &s) { return s.used && f(s.pending); });
+                       [&](const Slot &s) { return s.used() && f(s.pending); });
   }
 
  private:
   static constexpr std::uint32_t kNone = UINT32_MAX;
   struct Slot {
     Pending pending;
-    std::uint32_t generation = 0;
+    std::uint32_t generation = 0;     // odd while the slot holds a request
     std::uint32_t next_free = kNone;  // while free: the next free slot (a LIFO list)
-    bool used = false;
+    [[nodiscard]] bool used() const { return (generation & 1) != 0; }
   };
+  static_assert(sizeof(Slot) == 64);
   void release(std::uint32_t i) {
     Slot &s = slots_[i];
-    s.used = false;
-    ++s.generation;
+    ++s.generation;  // even: free
     s.next_free = free_;
     free_ = i;
   }
@@ -887,14 +911,17 @@ class VerbsDataPath final : public DataPath {
     if (p.ep->qp) static_cast<UserQueuePair &>(*p.ep->qp).completed(recv, ok);
     // A receive is an extension's when the peer's request carried immediate data (the opcode
     // and flags of a completion in error mean nothing).
-    DAT_DTOS operation = reported(p.op);
-    std::optional<DAT_IB_EXT_TYPE> extension = extension_of(p.op);
+    const OpTraits &traits = kOpTraits[static_cast<std::size_t>(p.op)];
+    DAT_DTOS operation = traits.reported;
+    DAT_IB_EXT_TYPE extension = traits.extension;
+    bool extended = traits.extended;
     bool immed = false;
     DAT_RMR_CONTEXT invalidated = 0;
     // A UD QP's receive: always the extension's (its length counts the GRH, as DAPL's does).
     const bool ud_recv = recv && p.ep->ud;
     if (ud_recv) [[unlikely]] {
       extension = DAT_IB_UD_RECV;
+      extended = true;
       operation = static_cast<DAT_DTOS>(DAT_IB_DTO_RECV_UD);
       if (ok) {
         ++p.ep->counters[DCNT_EP_RECV_UD];
@@ -916,12 +943,14 @@ class VerbsDataPath final : public DataPath {
         ++c[DCNT_EP_RECV_RDMA_IMM];
         c[DCNT_EP_RECV_RDMA_IMM_DATA] += wc.byte_len;
         extension = DAT_IB_RDMA_WRITE_IMMED_DATA;
+        extended = true;
         operation = static_cast<DAT_DTOS>(DAT_IB_DTO_RECV_IMMED);
         immed = true;
       } else if (wc.wc_flags & IBV_WC_WITH_IMM) {
         ++c[DCNT_EP_RECV_IMM];
         c[DCNT_EP_RECV_IMM_DATA] += wc.byte_len;
         extension = DAT_IB_RECV_IMMED_DATA;
+        extended = true;
         operation = static_cast<DAT_DTOS>(DAT_IB_DTO_RECV_MSG_IMMED);
         immed = true;
       } else {
@@ -930,7 +959,7 @@ class VerbsDataPath final : public DataPath {
       }
     }
     if (p.suppress && ok) return false;
-    if (is_bind(p.op)) [[unlikely]] {
+    if (traits.bind) [[unlikely]] {
       event.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
       event.evd_handle = evd.handle;
       event.event_data = {};
@@ -941,7 +970,6 @@ class VerbsDataPath final : public DataPath {
       std::memset(event.event_extension_data, 0, sizeof(event.event_extension_data));
       return true;
     }
-    const bool extended = extension.has_value();
     event.event_number =
         extended ? static_cast<DAT_EVENT_NUMBER>(DAT_IB_DTO_EVENT) : DAT_DTO_COMPLETION_EVENT;
     event.evd_handle = evd.handle;
@@ -956,7 +984,7 @@ class VerbsDataPath final : public DataPath {
     std::memset(event.event_extension_data, 0, sizeof(event.event_extension_data));
     if (extended) {
       DAT_IB_EXTENSION_EVENT_DATA ext{};
-      ext.type = *extension;
+      ext.type = extension;
       ext.status = ok ? DAT_OP_SUCCESS : DAT_IB_OP_ERR;
       // As libdaplofa, the 32 bits go into and come out of the work request unchanged, so
       // either provider reads the other's immediate data.

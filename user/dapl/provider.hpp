@@ -164,14 +164,17 @@ inline Slot *slot_of(DAT_HANDLE handle) {
 }
 }  // namespace handle_slots
 
-inline Object &lookup(DAT_HANDLE handle, DAT_HANDLE_TYPE type, DAT_RETURN subtype) {
+// Always inline: every DAT call starts here, the data-path posts included, and the compiler
+// stopped inlining it into a post's large body by itself.
+[[gnu::always_inline]] inline Object &lookup(DAT_HANDLE handle, DAT_HANDLE_TYPE type,
+                                             DAT_RETURN subtype) {
   const handle_slots::Slot *s = handle_slots::slot_of(handle);
   if (s == nullptr || s->magic != handle_slots::kLive || s->type != type || !s->object)
     fail(DAT_INVALID_HANDLE, subtype);
   return *s->object;
 }
 template <typename T>
-T &lookup_as(DAT_HANDLE handle, DAT_RETURN subtype) {
+[[gnu::always_inline]] inline T &lookup_as(DAT_HANDLE handle, DAT_RETURN subtype) {
   return static_cast<T &>(lookup(handle, T::kType, subtype));
 }
 // Any live object (for the context calls and get_handle_type).
