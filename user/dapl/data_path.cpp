@@ -179,6 +179,7 @@ enum class Op {
   fetch_and_add,
   bind,       // dat_rmr_bind: a window's bind (or, for a type 1 window, its unbind)
   invalidate  // dat_rmr_bind of a type 2 window: ends its binding (an unbind or before a rebind)
+  // (invalidate stays last: kOpTraits below has one entry per Op up to it)
 };
 
 constexpr bool is_bind(Op op) { return op == Op::bind || op == Op::invalidate; }
