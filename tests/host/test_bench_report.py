@@ -148,3 +148,21 @@ def test_conn_repetitions_are_reported_per_n():
     # results written before the tiers: one factor up to small_n
     old = {"reps": 3, "small_n": 1000, "small_reps": 9}
     assert load_report().reps_text(old, [100, 5000]) == "repetitions: 9 at N=100, 3 at N=5000"
+
+
+def test_dtestcm_idle_column_is_the_median_idle_share_of_the_connect_phase():
+    """Each row's idle cell is the median over its good runs of idle / (busy + idle) ticks; a row
+    whose runs carry no ticks (older results) shows '-' rather than a made-up share."""
+    runs = [dtestcm_run("kdat", rep, 1000) for rep in range(3)]
+    for r, (busy, idle) in zip(runs, [(150, 50), (160, 40), (100, 100)]):
+        r["connect_ticks"] = {"busy": busy, "idle": idle}
+    runs += [dtestcm_run("libdaplofa", 0, 2000)]
+    text = "\n".join(load_report().dtestcm_section({"addr": "192.0.2.1", "reps": 3, "runs": runs}))
+    assert "| 1000 | kdat | free | " in text
+    kdat_row = next(line for line in text.splitlines() if line.startswith("| 1000 | kdat |"))
+    ofa_row = next(line for line in text.splitlines() if line.startswith("| 1000 | libdaplofa |"))
+    # shares 25%, 20%, 50%: median 25%
+    assert kdat_row.split(" | ")[6] == "25%"
+    assert ofa_row.split(" | ")[6] == "-"
+    header = next(line for line in text.splitlines() if line.startswith("| N |"))
+    assert header.split(" | ")[6] == "idle"
