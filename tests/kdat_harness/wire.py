@@ -251,10 +251,12 @@ class Peer:
             pass
         self.line.close()
 
-    def _sysrq(self, key):
-        """The peer's kernel does `key` at once (o: power off, b: reset); no answer comes."""
+    def _sysrq(self, key, before=""):
+        """The peer's kernel does `key` at once (o: power off, b: reset), after the shell commands
+        `before`; no answer comes."""
         try:
-            self.line.f.write(json.dumps({"op": "sh", "cmd": f"echo {key} > /proc/sysrq-trigger"})
+            self.line.f.write(json.dumps({"op": "sh",
+                                          "cmd": f"{before}echo {key} > /proc/sysrq-trigger"})
                               + "\n")
             self.line.f.flush()
         except OSError:
@@ -267,7 +269,13 @@ class Peer:
         with open(os.path.join(RESULTS, "b-power"), "w") as f:
             f.write("off\n")
         self.powered = False
-        self._sysrq("o")
+        # Should B's kernel hang on its way off (it did once: CI of 2026-12-03, soft lockups after
+        # "sysrq: Power Off"), its console, the one record that outlives it, gets every message,
+        # and the keyboard's sysrq may dump stacks: vm-pair asks a B that is not gone after a
+        # bound for them (sysrq l and w), then stops it.
+        self._sysrq("o", before="echo 8 > /proc/sys/kernel/printk; "
+                    "echo 1 > /proc/sys/kernel/sysrq; "
+                    "echo 1 > /proc/sys/kernel/softlockup_all_cpu_backtrace; ")
 
     def power_on(self, timeout=300):
         """vm-pair boots B again; returns once its service answers (its setup is done)."""
