@@ -211,6 +211,14 @@ class RemoteAgent(Agent):
         self.line.close()
 
 
+def _says(path, word):
+    try:
+        with open(path) as f:
+            return f.read().strip() == word
+    except FileNotFoundError:
+        return False
+
+
 class Peer:
     """Guest B, seen from guest A."""
 
@@ -251,31 +259,30 @@ class Peer:
             pass
         self.line.close()
 
-    def _sysrq(self, key, before=""):
-        """The peer's kernel does `key` at once (o: power off, b: reset), after the shell commands
-        `before`; no answer comes."""
+    def _sysrq(self, key):
+        """The peer's kernel does `key` at once (b: reset); no answer comes."""
         try:
-            self.line.f.write(json.dumps({"op": "sh",
-                                          "cmd": f"{before}echo {key} > /proc/sysrq-trigger"})
+            self.line.f.write(json.dumps({"op": "sh", "cmd": f"echo {key} > /proc/sysrq-trigger"})
                               + "\n")
             self.line.f.flush()
         except OSError:
             pass
         self.line.close()
 
-    def power_off(self):
-        """B goes off at once: no DREQ, no REJ, no FIN; vm-pair does not boot it again until
-        power_on()."""
+    def power_off(self, timeout=120):
+        """B's plug is pulled: vm-pair stops its QEMU, so B's kernel runs nothing more (no DREQ,
+        no REJ, no FIN, no shutdown); returns once B is gone.  vm-pair does not boot it again
+        until power_on()."""
+        state = os.path.join(RESULTS, "b-state")
         with open(os.path.join(RESULTS, "b-power"), "w") as f:
             f.write("off\n")
         self.powered = False
-        # Should B's kernel hang on its way off (it did once: CI of 2026-12-03, soft lockups after
-        # "sysrq: Power Off"), its console, the one record that outlives it, gets every message,
-        # and the keyboard's sysrq may dump stacks: vm-pair asks a B that is not gone after a
-        # bound for them (sysrq l and w), then stops it.
-        self._sysrq("o", before="echo 8 > /proc/sys/kernel/printk; "
-                    "echo 1 > /proc/sys/kernel/sysrq; "
-                    "echo 1 > /proc/sys/kernel/softlockup_all_cpu_backtrace; ")
+        self.line.close()
+        deadline = time.monotonic() + timeout
+        while not _says(state, "off"):
+            if time.monotonic() > deadline:
+                raise PeerError(f"vm-pair did not stop guest B within {timeout} s")
+            time.sleep(0.1)
 
     def power_on(self, timeout=300):
         """vm-pair boots B again; returns once its service answers (its setup is done)."""
