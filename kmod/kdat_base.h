@@ -20,6 +20,7 @@
 #include <linux/xarray.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
+#include "kdat_compat.h"
 #include <kdat/kdat.h>
 #include "kdat_cm.h"
 

@@ -1162,8 +1162,8 @@ static kdat_ret_t kdat_ep_start_connect(struct kdat_ep *ep, u32 timeout_us)
 		timer->ep = ep;
 		kdat_obj_get_ref(&ep->obj);	/* the timer's */
 		INIT_WORK(&timer->work, kdat_ep_timeout_work);
-		hrtimer_init(&timer->timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS_SOFT);
-		timer->timer.function = kdat_ep_timer_fired;
+		hrtimer_setup(&timer->timer, kdat_ep_timer_fired, CLOCK_MONOTONIC,
+			      HRTIMER_MODE_ABS_SOFT);
 		ep->timer = timer;
 		hrtimer_start(&timer->timer, deadline, HRTIMER_MODE_ABS_SOFT);
 	}

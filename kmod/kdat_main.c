@@ -65,7 +65,6 @@ static const struct file_operations kdat_fops = {
 	.unlocked_ioctl = kdat_ioctl,
 	.mmap = kdat_mmap,
 	.compat_ioctl = compat_ptr_ioctl,
-	.llseek = no_llseek,
 };
 
 static ssize_t orphans_show(struct device *dev, struct device_attribute *attr, char *buf)

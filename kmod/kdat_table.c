@@ -291,8 +291,8 @@ int kdat_table_mmap(struct kdat_table *t, struct vm_area_struct *vma)
 	 */
 	vma->vm_pgoff = 0;
 	/* never writable, not even after mprotect() */
-	vma->vm_flags &= ~VM_MAYWRITE;
-	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;
+	vm_flags_clear(vma, VM_MAYWRITE);
+	vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
 	vma->vm_ops = &kdat_table_vm_ops;
 	vma->vm_private_data = t;
 	kdat_table_get(t);

@@ -31,6 +31,7 @@
 #include <linux/workqueue.h>
 #include <kdat/kdat.h>
 #include "kdat_blk_proto.h"
+#include "kdat_compat.h"
 
 static char *ia_name = "kdat0";
 module_param(ia_name, charp, 0444);
@@ -333,7 +334,7 @@ static blk_status_t kblk_queue_rq(struct blk_mq_hw_ctx *hctx, const struct blk_m
 	req->cmd_sgl.nents = 0;
 	if (cmd->opcode == KBLK_OP_READ || cmd->opcode == KBLK_OP_WRITE) {
 		sg_init_table(req->sg, ARRAY_SIZE(req->sg));
-		n = blk_rq_map_sg(rq->q, rq, &req->sg[1]);
+		n = blk_rq_map_sg(rq, &req->sg[1]);
 		if (n <= 0)
 			return BLK_STS_IOERR;
 	}
@@ -691,32 +692,32 @@ static void kblk_err_work(struct work_struct *work)
 
 static int kblk_add_disk(void)
 {
-	struct gendisk *disk;
-	struct request_queue *rq;
 	u32 lbs = le32_to_cpu(ctrl.dev.logical_block_size);
 	u32 max_io = min_t(u32, le32_to_cpu(ctrl.dev.max_io_bytes), KBLK_MAX_IO_BYTES);
 	u16 flags = le16_to_cpu(ctrl.dev.flags);
+	struct queue_limits lim = {
+		.logical_block_size = lbs,
+		.physical_block_size = lbs,
+		.max_hw_sectors = max_io >> SECTOR_SHIFT,
+		.max_segments = KBLK_MAX_IO_PAGES,
+		/* a fast registration takes a page list: only the ends may be part-pages */
+		.virt_boundary_mask = PAGE_SIZE - 1,
+	};
+	unsigned int features = 0;
+	struct gendisk *disk;
 	int ret;
 
-	disk = blk_mq_alloc_disk(&ctrl.tag_set, NULL);
+	if (flags & KBLK_F_WRITE_CACHE)
+		features |= BLK_FEAT_WRITE_CACHE | BLK_FEAT_FUA;
+	if (flags & KBLK_F_DISCARD) {
+		lim.max_hw_discard_sectors = UINT_MAX >> SECTOR_SHIFT;
+		lim.discard_granularity = max_t(u32, le32_to_cpu(ctrl.dev.discard_granularity), lbs);
+	}
+	disk = kdat_alloc_disk(&ctrl.tag_set, &lim, features, NULL);
 	if (IS_ERR(disk))
 		return PTR_ERR(disk);
-	rq = disk->queue;
 	strscpy(disk->disk_name, "kdatb0", sizeof(disk->disk_name));
 	disk->fops = &kblk_fops;
-	blk_queue_logical_block_size(rq, lbs);
-	blk_queue_physical_block_size(rq, lbs);
-	blk_queue_max_hw_sectors(rq, max_io >> SECTOR_SHIFT);
-	blk_queue_max_segments(rq, KBLK_MAX_IO_PAGES);
-	/* a fast registration takes a page list: only the ends may be part-pages */
-	blk_queue_virt_boundary(rq, PAGE_SIZE - 1);
-	blk_queue_write_cache(rq, flags & KBLK_F_WRITE_CACHE, flags & KBLK_F_WRITE_CACHE);
-	if (flags & KBLK_F_DISCARD) {
-		blk_queue_max_discard_sectors(rq, UINT_MAX >> SECTOR_SHIFT);
-		rq->limits.discard_granularity =
-			max_t(u32, le32_to_cpu(ctrl.dev.discard_granularity), lbs);
-	}
-	blk_queue_rq_timeout(rq, io_timeout * HZ);
 	set_capacity(disk, le64_to_cpu(ctrl.dev.capacity));
 	mutex_lock(&ctrl.lock);
 	ctrl.disk = disk;
@@ -794,7 +795,7 @@ static int __init kblk_init(void)
 	ctrl.tag_set.queue_depth = queue_depth;
 	ctrl.tag_set.numa_node = NUMA_NO_NODE;
 	ctrl.tag_set.cmd_size = sizeof(struct kblk_req);
-	ctrl.tag_set.flags = BLK_MQ_F_SHOULD_MERGE;
+	ctrl.tag_set.timeout = io_timeout * HZ;
 	ctrl.queues = kcalloc(ctrl.tag_set.nr_hw_queues, sizeof(*ctrl.queues), GFP_KERNEL);
 	if (!ctrl.queues) {
 		ret = -ENOMEM;

@@ -30,6 +30,7 @@
 #include <linux/workqueue.h>
 #include <kdat/kdat.h>
 #include "kdat_blk_proto.h"
+#include "kdat_compat.h"
 
 static char *ia_name = "kdat0";
 module_param(ia_name, charp, 0444);
@@ -44,7 +45,6 @@ static int max_queue_depth = 64;
 module_param(max_queue_depth, int, 0444);
 MODULE_PARM_DESC(max_queue_depth, "the deepest queue an initiator may ask for (1-128)");
 
-#define BLKT_MODE	(FMODE_READ | FMODE_WRITE | FMODE_EXCL)
 /* a command receive's inline data lands in one page */
 static_assert(KBLK_INLINE_WRITE_BYTES <= PAGE_SIZE);
 
@@ -102,6 +102,8 @@ struct blkt_queue {
 	bool torn_down;
 };
 
+/* the exported device, opened exclusively (this module is its holder) */
+static struct file *bdev_file;
 static struct block_device *bdev;
 static struct kdat_ia *ia;
 /* DMA segments one work request of ours takes: a send or RDMA write, an RDMA read */
@@ -682,12 +684,13 @@ static int __init blkt_init(void)
 		       KBLK_MAX_QUEUE_DEPTH);
 		return -EINVAL;
 	}
-	bdev = blkdev_get_by_path(path, BLKT_MODE, THIS_MODULE);
-	if (IS_ERR(bdev)) {
-		pr_err("kdat_blkt: cannot open %s: %ld\n", path, PTR_ERR(bdev));
+	bdev_file = bdev_file_open_by_path(path, BLK_OPEN_READ | BLK_OPEN_WRITE, THIS_MODULE, NULL);
+	if (IS_ERR(bdev_file)) {
+		pr_err("kdat_blkt: cannot open %s: %ld\n", path, PTR_ERR(bdev_file));
 		/* insmod would call ENOENT an unknown symbol */
-		return PTR_ERR(bdev) == -ENOENT ? -ENODEV : PTR_ERR(bdev);
+		return PTR_ERR(bdev_file) == -ENOENT ? -ENODEV : PTR_ERR(bdev_file);
 	}
+	bdev = file_bdev(bdev_file);
 	blkt_wq = alloc_workqueue("kdat_blkt", WQ_MEM_RECLAIM | WQ_HIGHPRI, 0);
 	INIT_WORK(&cr_work, cr_events);
 	if (!blkt_wq)
@@ -715,7 +718,7 @@ close:
 wq:
 	destroy_workqueue(blkt_wq);
 put:
-	blkdev_put(bdev, BLKT_MODE);
+	fput(bdev_file);
 	return -ENODEV;
 }
 
@@ -729,7 +732,7 @@ static void __exit blkt_exit(void)
 	cancel_work_sync(&reap_work);
 	kdat_ia_close(ia, KDAT_IA_CLOSE_ABRUPT);
 	destroy_workqueue(blkt_wq);
-	blkdev_put(bdev, BLKT_MODE);
+	fput(bdev_file);
 }
 
 module_init(blkt_init);

@@ -27,6 +27,7 @@
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 #include <kdat/kdat.h>
+#include "kdat_compat.h"
 
 static char *ia_name = "kdat0";
 module_param(ia_name, charp, 0444);
@@ -454,8 +455,8 @@ static int slots_init(void)
 		return -ENOMEM;
 	/* every timer first: blkio_exit() cancels them all, however far this got */
 	for (i = 0; i < depth; i++) {
-		hrtimer_init(&islots[i].timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
-		islots[i].timer.function = issue_from_softirq;
+		hrtimer_setup(&islots[i].timer, issue_from_softirq, CLOCK_MONOTONIC,
+			      HRTIMER_MODE_REL_SOFT);
 	}
 	if (!tslots)
 		return -ENOMEM;
