@@ -73,7 +73,7 @@ test-kernel: deps
 	scripts/build-test-kernel
 
 debug-modules: test-kernel
-	scripts/build-debug-modules
+	scripts/build-modules --debug
 
 # KUnit suites in the debug guest; TAP turned into JUnit, any failure or skip fails.
 kunit: debug-modules

@@ -24,7 +24,7 @@ PORT = 39917  # outside the suite's 20000..39999 allocations' busy range (fixed,
 @pytest.fixture(scope="module")
 def root(rdma, tmp_path_factory):
     if os.environ.get("KDAT_DEBUG_KERNEL") == "1":
-        pytest.skip("the debug kernel has no overlayfs, and DKMS built kdat for Debian's kernel")
+        pytest.skip("the debug kernel has no overlayfs, and DKMS built kdat for Debian's kernels")
     if not os.path.isdir(UPPER):
         pytest.fail(f"{UPPER} is missing: tests/host/test_packages.py (make test-host) makes it")
     base = tmp_path_factory.mktemp("pkgroot")
@@ -102,7 +102,7 @@ def test_the_packaged_udev_rule_loads_kdat_and_sets_the_nodes_mode(loaded):
 
 
 def test_kdatctl_names_the_module_and_an_out_of_tree_kernel_consumer(loaded, rdma, kernel_log):
-    ko = "/opt/kdat-pkgtest/module/kdat_pkgtest.ko"
+    ko = f"/opt/kdat-pkgtest/module/{os.uname().release}/kdat_pkgtest.ko"
     _in(loaded, "insmod", ko, f"netdev={rdma['KDAT_TEST_NETDEV']}")
     try:
         version = _in(loaded, "kdatctl", "--version").stdout

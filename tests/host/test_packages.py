@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from kdat_harness import REPO, guest_kver, kdat_version
+from kdat_harness import REPO, kdat_version, supported_kernels
 
 DEBDIR = os.path.join(REPO, "build", "deb")
 PKGROOT = os.path.join(REPO, "build", "pkgroot")
@@ -107,31 +107,43 @@ def _dat_conf(root):
 
 
 def test_the_packages_install_into_a_throwaway_root(pkgroot):
-    kver, version = guest_kver(), kdat_version()
+    version = kdat_version()
     status = subprocess.run(["dpkg-query", "--admindir", os.path.join(pkgroot, "var/lib/dpkg"),
                              "-W", "-f", "${Package} ${db:Status-Abbrev}\n", *sorted(PACKAGES)],
                             capture_output=True, text=True)
     assert status.returncode == 0, status.stderr
     assert {line.split()[0]: line.split()[1] for line in status.stdout.splitlines()} == \
         {p: "ii" for p in PACKAGES}
-    # DKMS built and installed kdat for the guest kernel, and kept its Module.symvers
-    ko = _at(pkgroot, f"lib/modules/{kver}/updates/dkms/kdat.ko")
-    assert os.path.isfile(ko)
-    info = subprocess.run(["modinfo", "-F", "version", ko], capture_output=True, text=True,
-                          check=True).stdout.strip()
-    assert info == version
-    symvers = os.path.join(pkgroot, "usr/src", f"kdat-{version}", kver, "Module.symvers")
-    with open(symvers) as f:
-        assert re.search(r"^0x[0-9a-f]+\tkdat_ep_connect\t", f.read(), re.M)
+    # DKMS built and installed kdat for the kernel of every supported series, and kept each
+    # kernel's Module.symvers
+    for kver in supported_kernels():
+        ko = _at(pkgroot, f"lib/modules/{kver}/updates/dkms/kdat.ko")
+        assert os.path.isfile(ko), f"no DKMS-built kdat.ko for {kver}"
+        info = subprocess.run(["modinfo", "-F", "version,vermagic", ko], capture_output=True,
+                              text=True, check=True).stdout.split("\n")
+        assert info[0] == version and info[1].startswith(kver + " "), (kver, info)
+        symvers = os.path.join(pkgroot, "usr/src", f"kdat-{version}", kver, "Module.symvers")
+        with open(symvers) as f:
+            assert re.search(r"^0x[0-9a-f]+\tkdat_ep_connect\t", f.read(), re.M)
     # the provider registered itself; the host's own dat.conf did not change
     assert DAT_ENTRY in _dat_conf(pkgroot)
     assert not [line for line in _dat_conf("/") if line.startswith("kdat ")]
     # what a developer builds against the installed files
-    consumer = os.path.join(pkgroot, "opt/kdat-pkgtest/module/kdat_pkgtest.ko")
-    deps = subprocess.run(["modinfo", "-F", "depends", consumer], capture_output=True, text=True,
-                          check=True).stdout.strip()
-    assert deps == "kdat"
+    for kver in supported_kernels():
+        consumer = os.path.join(pkgroot, f"opt/kdat-pkgtest/module/{kver}/kdat_pkgtest.ko")
+        deps = subprocess.run(["modinfo", "-F", "depends", consumer], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        assert deps == "kdat"
     assert os.access(os.path.join(pkgroot, "opt/kdat-pkgtest/pkg_connect"), os.X_OK)
+
+
+def test_dkms_refuses_a_kernel_outside_the_supported_range_by_name(pkgroot):
+    """BUILD_EXCLUSIVE_KERNEL: a kernel kdat does not support gets DKMS's refusal, which names
+    the directive, before any compiler runs."""
+    with open(os.path.join(PKGROOT, "dkms-unsupported.txt")) as f:
+        out = f.read()
+    assert "BUILD_EXCLUSIVE" in out, out
+    assert "error:" not in out and "gcc" not in out, out
 
 
 def test_purge_takes_away_what_the_packages_added(pkgroot, tmp_path):
@@ -139,7 +151,7 @@ def test_purge_takes_away_what_the_packages_added(pkgroot, tmp_path):
     package removes the module DKMS built, the per-kernel Module.symvers, /usr/src/kdat-VERSION
     and the dat.conf entry.  (A copy, not one more overlay layer: a layer below / on the same
     file system is an overlapping lower layer, which overlayfs refuses.)"""
-    kver, version = guest_kver(), kdat_version()
+    kver, version = supported_kernels()[0], kdat_version()
     up, work, merged = tmp_path / "up", tmp_path / "work", tmp_path / "merged"
     subprocess.run(["cp", "-a", pkgroot, str(up)], check=True)
     for d in (work, merged):

@@ -14,6 +14,16 @@ def kdat_version():
         return re.search(r'#define KDAT_VERSION "([0-9.]+)"', f.read()).group(1)
 
 
+def supported_kernels():
+    """The installed kernel of each supported series, the default first (scripts/kver)."""
+    import subprocess
+    kver = os.path.join(REPO, "scripts", "kver")
+    series = subprocess.run([kver, "--series"], capture_output=True, text=True,
+                            check=True).stdout.split()
+    return [subprocess.run([kver, s], capture_output=True, text=True, check=True).stdout.strip()
+            for s in series]
+
+
 def guest_kver():
     """The guest kernel's version, as the build uses it (scripts/kver)."""
     import subprocess

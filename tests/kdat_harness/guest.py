@@ -13,9 +13,8 @@ from . import REPO
 from . import known_defects
 from .uapi import Uapi
 
-# The modules built for the kernel this guest runs: Debian's (kmod/) or the debug test kernel's.
-KMOD_DIR = (os.path.join(REPO, "build", "debug", "kmod") if os.environ.get("KDAT_DEBUG_KERNEL") == "1"
-            else os.path.join(REPO, "kmod"))
+# The modules built for the kernel this guest runs (scripts/vm-run says where).
+KMOD_DIR = os.environ.get("KDAT_KMOD_DIR") or os.path.join(REPO, "kmod")
 KMOD = os.path.join(KMOD_DIR, "kdat.ko")
 # The sample kernel consumer (kmod/samples/), built against kdat.ko's exports.
 ECHO_KO = os.path.join(KMOD_DIR, "samples", "kdat_echo.ko")

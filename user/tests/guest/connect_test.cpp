@@ -322,8 +322,8 @@ TEST(TwoProcesses, ChildExitDisconnectsItsPeer) {
 std::string echo_module() {
   if (const char *path = std::getenv("KDAT_ECHO_KO")) return path;
   const std::string repo = env_or("KDAT_REPO", ".");
-  const bool debug = env_or("KDAT_DEBUG_KERNEL", "0") == "1";
-  return repo + (debug ? "/build/debug/kmod/kdat_echo.ko" : "/kmod/kdat_echo.ko");
+  const std::string kmod = env_or("KDAT_KMOD_DIR", (repo + "/kmod").c_str());
+  return kmod + "/samples/kdat_echo.ko";
 }
 
 std::string echo_param(const std::string &name) {
