@@ -293,8 +293,8 @@ typedef void (*kdat_upcall_t)(struct kdat_evd *evd, void *context);
  * transport's whole field), for drivers that speak an existing wire protocol.
  *
  * Context: Process context; sleeps.  Not from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG1): @net, @name or @ia is NULL;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG2): @flags has an unknown bit;
  * * DAT_PROVIDER_NOT_FOUND: @name is no address or netdev with an IPv4
@@ -351,8 +351,8 @@ kdat_ret_t __kdat_ia_open(struct net *net, const char *name, u32 flags, struct k
  *
  * Context: Process context; sleeps, waits for the IA's rdma_cm handlers, CQ
  * work and kdat's work queue.  Not from an upcall or a done() callback.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG2): @flags is neither;
  * * DAT_INVALID_STATE (DAT_INVALID_STATE_IA_IN_USE): graceful, and the IA
  *   has an EP, EVD, SP or CR;
@@ -366,8 +366,8 @@ kdat_ret_t kdat_ia_close(struct kdat_ia *ia, u32 flags);
  * @info: filled in (zeroed on failure)
  *
  * Context: Process context; sleeps (takes the IA's lock).  Not from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_STATE: the IA's device is gone;
  * * DAT_INVALID_HANDLE (DAT_INVALID_HANDLE_IA): the IA is being closed.
  */
@@ -398,8 +398,8 @@ void kdat_ia_counters(struct kdat_ia *ia, u64 *values, u32 count);
  * cannot be had, and the next wait or dequeue reports DAT_QUEUE_FULL.
  *
  * Context: Process context; sleeps (takes the IA's lock).  Not from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG2): @qlen is 0 or too large;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG3): @flags names no stream, or an
  *   unknown bit or %KDAT_EVD_RING_MODE;
@@ -418,8 +418,8 @@ kdat_ret_t kdat_evd_create(struct kdat_ia *ia, u32 qlen, u32 flags,
  * Events still queued are dropped.
  *
  * Context: Process context; sleeps (takes the IA's lock).  Not from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_STATE (DAT_INVALID_STATE_EVD_IN_USE): an EP or SP uses it
  *   (until that EP or SP is freed);
  * * DAT_INVALID_STATE (DAT_INVALID_STATE_EVD_WAITER): a kdat_evd_wait() on it
@@ -438,8 +438,8 @@ kdat_ret_t kdat_evd_free(struct kdat_evd *evd);
  *
  * Context: Process context; sleeps (interruptibly, on an hrtimer for a
  * timeout).  Not from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG3): @threshold is 0 or above qlen;
  * * DAT_TIMEOUT_EXPIRED: fewer than @threshold events came in time;
  * * DAT_INTERRUPTED_CALL: a signal came first;
@@ -458,8 +458,8 @@ kdat_ret_t kdat_evd_wait(struct kdat_evd *evd, u32 timeout_us, u32 threshold,
  * @nmore: events still queued after it, or NULL
  *
  * Context: Any context; does not sleep.  Not from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_QUEUE_EMPTY: no event is queued;
  * * DAT_QUEUE_FULL: an event was lost for want of memory (reported once);
  * * DAT_INVALID_HANDLE: the EVD is being freed (its IA's close came first).
@@ -482,8 +482,8 @@ kdat_ret_t kdat_evd_dequeue(struct kdat_evd *evd, struct kdat_event_info *event,
  * fixed here; kdat_ep_modify() changes only the connection attributes.
  *
  * Context: Process context; sleeps.  Not from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_HANDLE (DAT_INVALID_HANDLE_EVD_CONN, _EVD_REQUEST or
  *   _EVD_RECV): that EVD is NULL (connect only), another IA's, freed, or
  *   lacks the flag;
@@ -505,7 +505,7 @@ kdat_ret_t kdat_ep_create(struct kdat_ia *ia, struct kdat_evd *connect_evd,
  *
  * A connected (or DISCONNECT_PENDING) EP ends as an abrupt disconnect would
  * end it, as DAPL's dat_ep_free does: its flushed requests, then DISCONNECTED
- * on its connect EVD, whose @ep names the freed EP.  An attempt under way
+ * on its connect EVD, whose &kdat_event_info.ep names the freed EP.  An attempt under way
  * ends without an event (the peer sees a reject).  Every request posted on
  * the EP has completed (flushed) before the call returns; an RSP on the EP
  * takes no more requests.
@@ -540,8 +540,8 @@ kdat_ret_t kdat_ep_query(struct kdat_ep *ep, struct kdat_ep_info *info);
  * PASSIVE_ or TENTATIVE_CONNECTION_PENDING.
  *
  * Context: Process context; sleeps (takes the EP's lock).  Not from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG2): @mask is 0 or has an unknown bit;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG5): a new value is out of range
  *   (as for kdat_ep_create());
@@ -561,8 +561,8 @@ kdat_ret_t kdat_ep_modify(struct kdat_ep *ep, u32 mask,
  *
  * Context: Process context; sleeps, waits for the EP's rdma_cm handler and
  * CQ work.  Not from an upcall or a done() callback.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_STATE (the EP's state): the EP is in another state, or its
  *   IA's device is gone;
  * * DAT_INVALID_HANDLE (DAT_INVALID_HANDLE_EP): the EP is being freed.
@@ -593,8 +593,8 @@ kdat_ret_t kdat_ep_reset(struct kdat_ep *ep);
  *
  * Context: Process context; sleeps.  Not from an upcall.  May run the
  * connect EVD's upcall in the calling thread.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_ADDRESS: @remote is NULL or not IPv4/IPv6, or rdma_cm
  *   refused it;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG3): @conn_qual is out of range;
@@ -630,8 +630,8 @@ kdat_ret_t kdat_ep_connect(struct kdat_ep *ep, const struct sockaddr *remote,
  *
  * Context: Process context; sleeps.  Not from an upcall.  May run the
  * connect EVD's upcall in the calling thread.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_HANDLE (DAT_INVALID_HANDLE2): @dup_ep is NULL, another IA's,
  *   @ep itself, or being freed;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG4): @timeout_us is 0, or the
@@ -667,8 +667,8 @@ kdat_ret_t kdat_ep_dup_connect(struct kdat_ep *ep, struct kdat_ep *dup_ep,
  * Context: Process context; sleeps, may wait for the EP's CQ work.  Not from
  * an upcall or a done() callback.  May run the connect EVD's upcall in the
  * calling thread.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG2): @flags is neither;
  * * DAT_INVALID_STATE (the EP's state): UNCONNECTED, RESERVED,
  *   PASSIVE_CONNECTION_PENDING or TENTATIVE_CONNECTION_PENDING;
@@ -692,8 +692,8 @@ kdat_ret_t kdat_ep_disconnect(struct kdat_ep *ep, u32 flags);
  * requesters get NON_PEER_REJECTED.
  *
  * Context: Process context; sleeps.  Not from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG2): @conn_qual is out of range;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG4): @flags is neither;
  * * DAT_INVALID_HANDLE (DAT_INVALID_HANDLE_EVD_CR): @evd is NULL, another
@@ -719,8 +719,8 @@ kdat_ret_t kdat_psp_create(struct kdat_ia *ia, u64 conn_qual,
  * CR; the RSP refuses any later one.
  *
  * Context: Process context; sleeps.  Not from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_HANDLE (DAT_INVALID_HANDLE_EP): @ep is NULL, another IA's or
  *   being freed;
  * * DAT_INVALID_STATE (the EP's state): @ep is not UNCONNECTED;
@@ -779,8 +779,8 @@ kdat_ret_t kdat_cr_query(struct kdat_cr *cr, struct kdat_cr_info *info);
  * Context: Process context; sleeps, takes the CR's rdma_cm handler mutex.
  * Not from an upcall.  May run the connect EVD's upcall in the calling
  * thread.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG4): the private data is too long,
  *   of negative size, or NULL with a size;
  * * DAT_INVALID_HANDLE (DAT_INVALID_HANDLE_CR): the CR was accepted or
@@ -808,8 +808,8 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep,
  *
  * Context: Process context; sleeps, takes the CR's rdma_cm handler mutex.
  * Not from an upcall or a done() callback.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG4): the private data is too long,
  *   of negative size, or NULL with a size;
  * * DAT_INVALID_HANDLE (DAT_INVALID_HANDLE_CR): the CR was accepted or
@@ -853,8 +853,8 @@ kdat_ret_t kdat_cr_reject(struct kdat_cr *cr, const void *private_data,
  * it through the device's local DMA key.
  *
  * Context: Process context; sleeps (takes the IA's lock).  Not from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG2): @buf is NULL or not in the
  *   kernel's linear map, or @length is 0 or too large;
  * * DAT_INVALID_STATE: the IA is being closed or its device is gone;
@@ -923,8 +923,8 @@ kdat_ret_t kdat_rmr_create(struct kdat_ia *ia, struct kdat_rmr **rmr);
  *
  * Context: Process context; sleeps (takes the IA's and the EP's locks, may
  * allocate the registration).  Not from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG3): @iov is NULL, empty, out of its
  *   LMR or another IA's, @access has an unknown bit, or @rmr is another IA's;
  * * DAT_INVALID_STATE (the EP's state): the EP is not CONNECTED (or has no
@@ -955,8 +955,8 @@ kdat_ret_t kdat_rmr_free(struct kdat_rmr *rmr);
  * Completes with a DAT_DTO_COMPLETION_EVENT on the EP's receive EVD.
  *
  * Context: Process or softirq context; does not sleep.  Not from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_STATE (the EP's state): the EP is DISCONNECTED, being freed,
  *   or being flushed;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG2): @n_iov is above KDAT_MAX_IOV,
@@ -979,8 +979,8 @@ kdat_ret_t kdat_ep_post_recv(struct kdat_ep *ep, const struct kdat_iov *iov,
  * Completes with a DAT_DTO_COMPLETION_EVENT on the EP's request EVD.
  *
  * Context: Process or softirq context; does not sleep.  Not from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_STATE (the EP's state): the EP is not CONNECTED, is being
  *   freed, or being flushed;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG2): @n_iov is above KDAT_MAX_IOV,
@@ -1024,8 +1024,8 @@ kdat_ret_t kdat_ep_post_rdma_write(struct kdat_ep *ep, const struct kdat_iov *io
  * Completes with a DAT_DTO_COMPLETION_EVENT on the EP's request EVD.
  *
  * Context: Process or softirq context; does not sleep.  Not from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG3): @n_iov is above the device's
  *   segments per RDMA read;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG1): the EP's ORD (asked for, or
@@ -1040,8 +1040,9 @@ kdat_ret_t kdat_ep_post_rdma_read(struct kdat_ep *ep, const struct kdat_iov *iov
  * DOC: kdat block I/O
  *
  * Block I/O: a request's pages as a scatterlist, registered per request,
- * completed by a callback.  The DAT calls above carry DAT's model (LMRs,
- * cookies, events on EVDs); a storage driver needs less per request:
+ * completed by a callback.  The DAT posts (see "kdat data transfer") carry
+ * DAT's model (LMRs, cookies, events on EVDs); a storage driver needs less
+ * per request:
  *
  * - kdat_sgl_map() DMA-maps a scatterlist (a bio's pages, any size and
  *   alignment) for the IA's device.  As the local side of a post it needs
@@ -1160,8 +1161,8 @@ struct kdat_mr;		/* a fast-registration memory region, one request at a time */
  * @dir: the DMA direction (DMA_TO_DEVICE for what is sent or RDMA-written, ...)
  *
  * Context: Process, softirq or blk-mq (atomic) context; does not sleep.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG2): @sgl or @sg is NULL, @nents is
  *   0, or @dir is invalid;
  * * DAT_INVALID_STATE: the IA's device is gone;
@@ -1223,8 +1224,8 @@ void kdat_sgl_sync_for_device(struct kdat_ia *ia, struct kdat_sgl *sgl);
  *
  * Context: Process, softirq or blk-mq (atomic) context; does not sleep.  Not
  * from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG2): @cqe or its done() is NULL,
  *   or @op is unknown;
  * * DAT_INVALID_STATE (the EP's state): the EP is not CONNECTED, is being
@@ -1247,8 +1248,8 @@ kdat_ret_t kdat_ep_post_sgl(struct kdat_ep *ep, enum kdat_sgl_op op, struct kdat
  *
  * Context: Process, softirq or blk-mq (atomic) context; does not sleep.  Not
  * from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG2): @cqe or its done() is NULL;
  * * DAT_INVALID_STATE (the EP's state): the EP is DISCONNECTED, being freed,
  *   or being flushed;
@@ -1266,8 +1267,8 @@ kdat_ret_t kdat_ep_post_recv_sgl(struct kdat_ep *ep, struct kdat_sgl *sgl, struc
  * @mr: the new MR, on success
  *
  * Context: Process context; sleeps.  Not from an upcall or a done() callback.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG2): @max_pages is 0 or too large;
  * * DAT_INVALID_STATE: the IA is being closed or its device is gone;
  * * DAT_INSUFFICIENT_RESOURCES (DAT_RESOURCE_MEMORY, or
@@ -1300,8 +1301,8 @@ void kdat_mr_free(struct kdat_mr *mr);
  *
  * Context: Process, softirq or blk-mq (atomic) context; does not sleep.  Not
  * from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG2): @mr or @sgl is NULL, @sgl is
  *   not mapped, @mr is another IA's, or @access has an unknown bit;
  * * DAT_INVALID_STATE (the EP's state): the EP is not CONNECTED, is being
@@ -1322,8 +1323,8 @@ kdat_ret_t kdat_ep_post_reg_mr(struct kdat_ep *ep, struct kdat_mr *mr, struct kd
  *
  * Context: Process, softirq or blk-mq (atomic) context; does not sleep.  Not
  * from an upcall.
- * Return: %KDAT_DAT_SUCCESS, or
- *
+ * Return:
+ * * %KDAT_DAT_SUCCESS: done;
  * * DAT_INVALID_PARAMETER (DAT_INVALID_ARG2): @mr or @cqe (or its done()) is
  *   NULL, or @mr is another IA's;
  * * DAT_INVALID_STATE (the EP's state): the EP is not CONNECTED, is being
