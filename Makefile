@@ -96,6 +96,12 @@ guest-shell: all
 check-style:
 	scripts/check-style
 
+# make docs: include/kdat/kdat.h's kernel-doc checked (scripts/check-kernel-doc), then rendered
+# as man pages into build/docs/man9: one per function, macro and type, one per DOC: section.
+.PHONY: docs
+docs:
+	scripts/check-kernel-doc --man $(BUILD)/docs/man9
+
 # make install [DESTDIR=...] [PREFIX=/usr/local]: kdat.ko where modprobe finds it
 # (/lib/modules/KVER/updates), the udev rule, libkdat/libdaplkdat/kdatctl and their headers
 # (cmake --install), and for out-of-tree kernel consumers kdat's kernel headers and the
@@ -133,6 +139,7 @@ help:
 	@echo "make install      [DESTDIR=] [PREFIX=/usr/local]: module, udev rule, libraries, tools, headers"
 	@echo "make deb          Debian packages (DKMS module, libraries, provider, tools, dev files) in build/deb"
 	@echo "make check-style  checkpatch and clang-format"
+	@echo "make docs         the kernel API's kernel-doc, checked, as man pages in build/docs/man9"
 	@echo "make clean"
 
 clean:
