@@ -326,7 +326,8 @@ static blk_status_t kblk_queue_rq(struct blk_mq_hw_ctx *hctx, const struct blk_m
 	}
 	blk_mq_start_request(rq);
 	cmd->tag = cpu_to_le16(rq->tag);
-	cmd->sector = cpu_to_le64(blk_rq_pos(rq));
+	/* a flush covers the whole device: its position means nothing (6.12 leaves it at -1) */
+	cmd->sector = cpu_to_le64(req_op(rq) == REQ_OP_FLUSH ? 0 : blk_rq_pos(rq));
 	cmd->length = cpu_to_le32(blk_rq_bytes(rq));
 	req->status = BLK_STS_OK;
 	req->mr = NULL;

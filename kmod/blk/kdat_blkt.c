@@ -205,7 +205,9 @@ static void submit(struct blkt_slot *s, blk_opf_t opf)
 	u32 len = le32_to_cpu(s->cmd.length), i;
 
 	bio_init(&s->bio, bdev, s->bvecs, KBLK_MAX_IO_PAGES, opf);
-	s->bio.bi_iter.bi_sector = le64_to_cpu(s->cmd.sector);
+	/* a flush has no range: whatever sector it carries is not the device's (6.12 fails it) */
+	if (!(opf & REQ_PREFLUSH))
+		s->bio.bi_iter.bi_sector = le64_to_cpu(s->cmd.sector);
 	s->bio.bi_end_io = bio_done;
 	if (op_is_discard(opf))
 		s->bio.bi_iter.bi_size = len;
