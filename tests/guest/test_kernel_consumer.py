@@ -157,8 +157,9 @@ def test_kernel_eps_exchange_data_send_recv_rdma_write_and_read(echo, rdma):
 
 
 def test_abrupt_disconnect_flushes_posted_receives_before_disconnected(echo, rdma):
-    """Seed 001: abrupt disconnect completes outstanding requests unsuccessfully (flushed), every
-    completion is queued before DISCONNECTED on a shared EVD, and nothing is posted afterwards."""
+    """dat_ep_disconnect(3DAT): abrupt disconnect completes outstanding requests unsuccessfully
+    (flushed), every completion is queued before DISCONNECTED on a shared EVD, and nothing is posted
+    afterwards."""
     port = next_port()
     echo(listen_port=port, connect_addr=rdma["KDAT_TEST_ADDR"], connect_port=port, flush_test=1)
     wait_param("flushed_before_disconnect", "3")
@@ -171,9 +172,10 @@ def test_abrupt_disconnect_flushes_posted_receives_before_disconnected(echo, rdm
 
 
 def test_graceful_disconnect_waits_in_disconnect_pending(echo, rdma):
-    """Seed 001: a graceful disconnect with a send in flight (the peer has no receive posted, so
-    it cannot complete) stays in DISCONNECT_PENDING; no send may be posted then; a second graceful
-    call changes nothing; an abrupt one ends it at once, the send flushed before DISCONNECTED."""
+    """dat_ep_disconnect(3DAT): a graceful disconnect with a send in flight (the peer has no receive
+    posted, so it cannot complete) stays in DISCONNECT_PENDING; no send may be posted then; a second
+    graceful call changes nothing; an abrupt one ends it at once, the send flushed before
+    DISCONNECTED."""
     port = next_port()
     echo(listen_port=port, connect_addr=rdma["KDAT_TEST_ADDR"], connect_port=port,
          graceful_test=1)

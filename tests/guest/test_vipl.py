@@ -1,5 +1,5 @@
 """The VIPL connection API (libvipl-kdat, user/vipl) in the guest: its GoogleTests
-(build/user/vipl/vipl_guest_tests, one test per semantic of the VipConnectRequest seed and the
+(build/user/vipl/vipl_guest_tests, one test per semantic of VI-GM's VipConnectRequest and the
 server and peer sides), and two-process runs of the plain C program vipl_connect (server and
 client are separate processes with their own /dev/kdat files)."""
 import json

@@ -1,5 +1,6 @@
-"""The seeds' connection semantics between two hosts, on both wires (RoCE and iWARP): this host's
-consumers (userspace through /dev/kdat, the kernel echo sample) against the peer's."""
+"""DAT's connection semantics (dat_ep_dup_connect(3DAT), dat_ep_disconnect(3DAT),
+dat_cr_accept(3DAT), rdma_connect(3)) between two hosts, on both wires (RoCE and iWARP): this
+host's consumers (userspace through /dev/kdat, the kernel echo sample) against the peer's."""
 import time
 
 import pytest
@@ -214,7 +215,7 @@ def test_a_kernel_server_that_greets_first_waits_for_the_client_on_iwarp_only(li
                                                                             kdat_module,
                                                                             kernel_log, delay_ms,
                                                                             hold_ms):
-    """Seed 004: over iWARP the active side sends the first message.  The kernel echo on the
+    """rdma_connect(3): over iWARP the active side sends the first message.  The kernel echo on the
     peer greets its client as soon as it is ESTABLISHED; the client here speaks `delay_ms` after
     its own.  On iWARP kdat holds the greeting until the client's message has arrived, or sends
     it when the hold's limit (module parameter first_send_hold_ms, `hold_ms` on the peer here;

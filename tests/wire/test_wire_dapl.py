@@ -270,9 +270,9 @@ FRAMED_SERVER_MISMATCH = {"dtest": "Error with CONNECT event private data",
 # initiator's first FPDU (RFC 5044; siw has no RTR). If that FPDU reaches the initiator before siw
 # has read the MPA reply, siw reads both, calls it a protocol error and fails the connect
 # (siw_recv_mpa_rr -> -EPROTO -> CONNECT_ERROR -22): the client never connects, the server saw
-# CONNECTED and its receives flushed.  A kdat server keeps seed 004's rule (its sends wait for the
-# client's first message: test_wire_first_message.py), so that is asserted never to happen with
-# it; a libdaplofa server does not, and only with one is that signature tried again, on iWARP.
+# CONNECTED and its receives flushed.  A kdat server keeps rdma_connect(3)'s rule (its sends wait
+# for the client's first message: test_wire_first_message.py), so that is asserted never to happen
+# with it; a libdaplofa server does not, and only with one is that signature tried again, on iWARP.
 MPA_EARLY_FPDU_TRIES = 4
 
 

@@ -62,22 +62,24 @@ constexpr std::uint32_t kDefaultIov = 4;
 constexpr std::uint32_t kInlineData = 256;
 // Scatter/gather lists up to this long are built on the stack.
 constexpr DAT_COUNT kStackSges = 8;
-// Seed 004: on iWARP the active side of a connection sends the first message (MPA, RFC 5044: a
-// responder's FPDU must not precede the initiator's first one; siw fails the initiator's connect
-// if it arrives with the MPA reply).  A passive EP on iWARP therefore holds its requests until its
-// first receive completes, and posts them anyway after kFirstSendHold: a protocol whose passive
-// side speaks first breaks MPA's rule, and a hold must never become a hang.
+// rdma_connect(3): "Connections established over iWARP RDMA devices currently require that the
+// active side of the connection send the first message" (MPA, RFC 5044: a responder's FPDU must not
+// precede the initiator's first one; siw fails the initiator's connect if it arrives with the MPA
+// reply).  A passive EP on iWARP therefore holds its requests until its first receive completes,
+// and posts them anyway after kFirstSendHold: a protocol whose passive side speaks first breaks
+// MPA's rule, and a hold must never become a hang.
 constexpr auto kFirstSendHold = std::chrono::seconds(1);
 
-// Seed 001: a graceful disconnect lets the requests in flight complete, then the DREQ goes.  The
-// kernel cannot see a user QP's send queue, so it holds the DREQ (KDAT_CLOSE_HOLD_DREQ) until this
-// reports them done: every poll of the IA's CQs looks at the draining QPs, and evd_wait sleeps in
-// short slices while one drains (holding()), as for held first sends.  A request that never
-// completes (a send that a live peer never posts a receive for is retried for ever: DAPL's RNR
-// retry count of 7 means no limit) holds the DREQ until kDrainLimit passes without a request
-// completing; the requests still in flight then flush when it ends.  The limit counts from the
-// last completion, not the disconnect: a drain that makes progress, however slowly (megabytes
-// through rxe on a loaded machine), is not stuck.
+// dat_ep_disconnect(3DAT): in a graceful disconnect the requests in flight "must try to be
+// completed successfully first, before disconnect proceeds"; then the DREQ goes.  The kernel cannot
+// see a user QP's send queue, so it holds the DREQ (KDAT_CLOSE_HOLD_DREQ) until this reports them
+// done: every poll of the IA's CQs looks at the draining QPs, and evd_wait sleeps in short slices
+// while one drains (holding()), as for held first sends.  A request that never completes (a send
+// that a live peer never posts a receive for is retried for ever: DAPL's RNR retry count of 7 means
+// no limit) holds the DREQ until kDrainLimit passes without a request completing; the requests
+// still in flight then flush when it ends.  The limit counts from the last completion, not the
+// disconnect: a drain that makes progress, however slowly (megabytes through rxe on a loaded
+// machine), is not stuck.
 constexpr auto kDrainLimit = std::chrono::seconds(10);
 
 struct MrFreer {
@@ -1201,9 +1203,9 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
       fail(DAT_MODEL_NOT_SUPPORTED);
   }
   const auto state = static_cast<unsigned>(endpoint_.state_inline());
-  // The state table says where each may be posted: receives before the connection and while
-  // a graceful disconnect drains (seed 001 stops only new sends, RDMA and binds then), not once
-  // it has ended; requests only while connected (kPostPermissions: its answers).
+  // The state table says where each may be posted: receives before the connection and while a
+  // graceful disconnect drains (dat_ep_disconnect(3DAT) stops only new sends, RDMA and binds then),
+  // not once it has ended; requests only while connected (kPostPermissions: its answers).
   const bool in_table = state < KDAT_EP_STATE_LIMIT;
   if constexpr (recv) {
     // An SRQ's EP takes its receives from the SRQ alone (dat_srq_post_recv), as over DAPL.
