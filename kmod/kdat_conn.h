@@ -197,8 +197,8 @@ struct kdat_rmr {
 /* One connect attempt's timeout; it holds an EP reference until it has run. */
 /*
  * The connect timeout: an hrtimer, because the timer wheel rounds a jiffies
- * timer up by as much as an eighth of its length (a 3 s timeout fired 0.22 s
- * late); its expiry queues the work that takes ep->lock.
+ * timer up by as much as an eighth of its length; its expiry queues the work
+ * that takes ep->lock.
  */
 struct kdat_ep_timer {
 	struct hrtimer timer;

@@ -24,8 +24,7 @@ def wait_param(name, want, timeout=30.0):
         if param(name) == want:
             return
         time.sleep(0.05)
-    # every parameter: which step the exchange stopped at (seen once, on a machine running five
-    # guests: verified 0 after 10 s)
+    # every parameter: which step the exchange stopped at
     every = {n: param(n) for n in sorted(os.listdir(PARAMS))}
     raise AssertionError(f"{name} is {param(name)!r}, wanted {want!r}; kdat_echo: {every}")
 

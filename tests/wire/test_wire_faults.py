@@ -133,7 +133,7 @@ def test_a_lost_address_lookup_is_asked_again_and_the_connect_goes_through(link,
     """The first address lookup's ARP exchanges are lost (the neighbour entries flushed, the wire
     cut for 2.5 s, longer than one lookup's 2 s): the lookup is asked again, and once the wire
     heals the connect is ESTABLISHED -- not UNREACHABLE at the first lookup's timeout.  (A lossy
-    wire loses an ARP request or reply now and then: the loss tests below met it.)"""
+    wire loses an ARP request or reply now and then, as in the loss tests below.)"""
     b = remote()
     port = next_port()
     b.m("psp_create", b.ia, b.crevd, port)
