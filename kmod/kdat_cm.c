@@ -25,7 +25,7 @@ static struct rdma_cm_id *kdat_rdma_create_id(struct net *net, rdma_cm_event_han
  * The local ACK timeout of every RC QP kdat connects, 4.096 us * 2^value.
  * The CM's own on RoCE is 19 (2.1 s, from the path's packet life time): each
  * lost packet stalls its QP that long, and DAPL transfers under 10% loss
- * stalled for good with it on rxe, over libdaplofa too.  16 (268 ms) is
+ * stall for good with it on rxe, over libdaplofa too.  16 (268 ms) is
  * DAPL's DAPL_ACK_TIMER default.  Never below the device's own ACK delay;
  * 0 keeps the CM's value.
  */

@@ -96,11 +96,12 @@ struct kdat_ep {
 	spinlock_t post_lock;
 	bool posts_closed;
 	/*
-	 * Seed 004: over iWARP the active side sends first (MPA forbids a
-	 * responder's FPDU before the initiator's first one).  An accepted
-	 * kernel-QP EP's send-queue posts wait on held_sends until its first
-	 * receive completes, first_send_hold_ms passes or the QP is flushed
-	 * (kdat_qp.c).  Both under post_lock.
+	 * rdma_connect(3): over iWARP "the active side of the connection send
+	 * the first message" (MPA forbids a responder's FPDU before the
+	 * initiator's first one).  An accepted kernel-QP EP's send-queue posts
+	 * wait on held_sends until its first receive completes,
+	 * first_send_hold_ms passes or the QP is flushed (kdat_qp.c).  Both
+	 * under post_lock.
 	 */
 	bool first_send_hold;
 	struct list_head held_sends;
@@ -196,8 +197,8 @@ struct kdat_rmr {
 /* One connect attempt's timeout; it holds an EP reference until it has run. */
 /*
  * The connect timeout: an hrtimer, because the timer wheel rounds a jiffies
- * timer up by as much as an eighth of its length (a 3 s timeout fired 0.22 s
- * late); its expiry queues the work that takes ep->lock.
+ * timer up by as much as an eighth of its length; its expiry queues the work
+ * that takes ep->lock.
  */
 struct kdat_ep_timer {
 	struct hrtimer timer;

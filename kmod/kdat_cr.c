@@ -320,7 +320,7 @@ kdat_ret_t kdat_cr_accept(struct kdat_cr *cr, struct kdat_ep *ep, const void *pd
 		}
 	}
 	if (err) {
-		/* Establishment cannot complete: seed 003's ACCEPT_COMPLETION_ERROR. */
+		/* Establishment cannot complete: dat_cr_accept(3DAT)'s ACCEPT_COMPLETION_ERROR. */
 		dead_id = kdat_ep_detach_id(ep);
 		kdat_ep_step(ep, KDAT_EP_STIM_ACCEPT_FAILED, NULL, 0);
 	}

@@ -239,11 +239,11 @@ static void kdat_ep_wire_run(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 }
 
 /*
- * The wire effects of a consumer's disconnect (seed 001): the DREQ now, or
- * once the requests in flight are done (the last completion sends it, and the
- * peer's DREP or the CM's DREQ timeout ends it with DISCONNECTED); an
- * attempt's id given up.  Both go to wire, for the caller to do after
- * ep->lock.
+ * The wire effects of a consumer's disconnect (dat_ep_disconnect(3DAT)): the
+ * DREQ now, or once the requests in flight are done (the last completion
+ * sends it, and the peer's DREP or the CM's DREQ timeout ends it with
+ * DISCONNECTED); an attempt's id given up.  Both go to wire, for the caller
+ * to do after ep->lock.
  */
 static void kdat_ep_apply_wire(struct kdat_ep *ep, unsigned int effects,
 			       struct kdat_ep_wire *wire)
@@ -377,7 +377,7 @@ int kdat_qp_modify_cm(struct kdat_ep *ep, struct rdma_cm_id *id,
 {
 	ep->qp_err = false;
 	if (state == IB_QPS_RTS)
-		kdat_ep_hold_first_sends(ep);	/* seed 004 on iWARP (kdat_qp.c) */
+		kdat_ep_hold_first_sends(ep);	/* iWARP: rdma_connect(3), kdat_qp.c */
 	return ep->ia->cm->modify_qp(id, ep->qp, state, ep->ird, ep->ord);
 }
 
@@ -1022,8 +1022,9 @@ static kdat_ret_t kdat_check_qos(u32 qos)
 /*
  * What an address lookup that failed at once means for a connect (an RC
  * attempt's or a UD exchange's): no route is an attempt made and failed
- * (seed 000: UNREACHABLE, KDAT_UNREACHABLE_NOW), anything else the call's
- * error.
+ * (UNREACHABLE, KDAT_UNREACHABLE_NOW: dat_ep_dup_connect(3DAT) reports a
+ * remote host the Provider "cannot reach" as an event), anything else the
+ * call's error.
  */
 kdat_ret_t kdat_resolve_failed(int err)
 {
@@ -1742,8 +1743,10 @@ static void kdat_cm_on_disconnected(struct kdat_ep *ep, struct rdma_cm_id *id,
 	 * While accepting, this is the peer's DREQ (iWARP closes only after
 	 * ESTABLISHED): the peer had our REP and was connected.  ib_cm works a
 	 * connection's MADs on any CPU, so its DREQ can overtake its RTU and
-	 * ib_cm then drops the RTU.  The connection was made (seed 003's
-	 * error is for one that was not): ESTABLISHED, then DISCONNECTED.
+	 * ib_cm then drops the RTU.  The connection was made
+	 * (dat_cr_accept(3DAT)'s ACCEPT_COMPLETION_ERROR is for a Provider that
+	 * "cannot complete the Connection establishment"): ESTABLISHED, then
+	 * DISCONNECTED.
 	 */
 	if (kdat_ep_state_accepting(ep->state))
 		kdat_ep_step(ep, KDAT_EP_STIM_ESTABLISHED, NULL, 0);

@@ -2,9 +2,10 @@
 /*
  * The send and receive queues of a kernel EP's QP, below the EP: the work
  * request contexts, the posting gate every post goes through, the first-send
- * hold of seed 004 on iWARP, and the flush that moves the QP to ERR and waits
- * for every posted request.  Nothing here calls up into the EP (kdat_ep.c) or
- * into data transfer (kdat_dto.c, kdat_sgl.c): they call down into it.
+ * hold on iWARP (rdma_connect(3): the active side sends the first message),
+ * and the flush that moves the QP to ERR and waits for every posted request.
+ * Nothing here calls up into the EP (kdat_ep.c) or into data transfer
+ * (kdat_dto.c, kdat_sgl.c): they call down into it.
  */
 #include <linux/moduleparam.h>
 #include <linux/slab.h>
@@ -82,7 +83,7 @@ void kdat_wr_put(struct kdat_ep *ep, struct kdat_wr *wr, bool recv)
 	spin_unlock_irqrestore(&ep->wr_lock, flags);
 }
 
-/* ---- seed 004: over iWARP the active side sends first ------------------------------ */
+/* ---- rdma_connect(3): over iWARP the active side sends first --------------------- */
 
 /*
  * MPA (RFC 5044) forbids a responder's FPDU before the initiator's first one,

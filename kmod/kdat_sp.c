@@ -284,7 +284,8 @@ static bool kdat_sp_backlog_full(struct kdat_sp *sp)
 
 /*
  * Refuses a request kdat cannot take, as the provider's reject so that a kdat
- * requester reports NON_PEER_REJECTED (seed 000: backlog full): marked in
+ * requester reports NON_PEER_REJECTED (dat_ep_dup_connect(3DAT) lists a full
+ * "Backlog of the requested Service Point" among its causes): marked in
  * kdat's header, or for a raw IA the IB CM's own "no resources" reason, which
  * a plain rdma_cm peer sees as a reject that is not the consumer's.  The
  * handler then returns non-zero and rdma_cm destroys the id.

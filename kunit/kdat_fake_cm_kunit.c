@@ -1401,8 +1401,9 @@ static void reject_after_accept(struct kunit *test)
 /*
  * The requester's DREQ before its RTU (ib_cm works MADs on any CPU, and then
  * drops the late RTU): the requester was connected, so the acceptor sees
- * ESTABLISHED, then DISCONNECTED, and answers with a DREP -- not seed 003's
- * ACCEPT_COMPLETION_ERROR, which is for a connection that was never made.
+ * ESTABLISHED, then DISCONNECTED, and answers with a DREP -- not
+ * dat_cr_accept(3DAT)'s ACCEPT_COMPLETION_ERROR, which is for a connection
+ * that was never made.
  */
 static void peer_dreq_before_rtu(struct kunit *test)
 {

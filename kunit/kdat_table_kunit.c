@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * KUnit: the endpoint state table (include/kdat/ep_table.h) against the
- * seeds' rules, pair by pair, as the kernel compiles it.
+ * rules of dat_ep_dup_connect(3DAT), dat_ep_disconnect(3DAT) and
+ * dat_cr_accept(3DAT), pair by pair, as the kernel compiles it.
  */
 #include <kunit/test.h>
 #include <kdat/ep_table.h>
@@ -60,8 +61,11 @@ static void table_every_state_reachable(struct kunit *test)
 		KUNIT_EXPECT_TRUE_MSG(test, seen[states[i]], "state %u unreachable", states[i]);
 }
 
-/* Seed 000: connect and dup_connect only from UNCONNECTED; one event per outcome. */
-static void table_seed000_connect(struct kunit *test)
+/*
+ * connect and dup_connect only from UNCONNECTED; one event per outcome
+ * (dat_ep_dup_connect(3DAT)).
+ */
+static void table_connect(struct kunit *test)
 {
 	unsigned int i;
 
@@ -89,8 +93,8 @@ static void table_seed000_connect(struct kunit *test)
 			(unsigned int)KDAT_EP_STALE);
 }
 
-/* Seed 001: which states may be disconnected, and how. */
-static void table_seed001_disconnect(struct kunit *test)
+/* dat_ep_disconnect(3DAT): which states may be disconnected, and how. */
+static void table_disconnect(struct kunit *test)
 {
 	static const unsigned int refused[] = {
 		KDAT_EP_UNCONNECTED, KDAT_EP_RESERVED, KDAT_EP_PASSIVE_CONNECTION_PENDING,
@@ -123,8 +127,11 @@ static void table_seed001_disconnect(struct kunit *test)
 				   KDAT_EP_STIM_DISCONNECT_ABRUPT).event, KDAT_EP_EVENT_DISCONNECTED);
 }
 
-/* Seed 003: accept on UNCONNECTED / PASSIVE / TENTATIVE only; failure is ACCEPT_COMPLETION_ERROR. */
-static void table_seed003_accept(struct kunit *test)
+/*
+ * accept on UNCONNECTED / PASSIVE / TENTATIVE only; failure is
+ * ACCEPT_COMPLETION_ERROR (dat_cr_accept(3DAT)).
+ */
+static void table_accept(struct kunit *test)
 {
 	unsigned int i;
 
@@ -144,7 +151,8 @@ static void table_seed003_accept(struct kunit *test)
 
 /*
  * The queries the module asks instead of comparing states, state by state;
- * dup_connect's source (seed 000: a connected EP) among them.
+ * dup_connect's source (dat_ep_dup_connect(3DAT): a "Connected local
+ * Endpoint") among them.
  */
 static void table_queries(struct kunit *test)
 {
@@ -177,9 +185,9 @@ static void table_queries(struct kunit *test)
 static struct kunit_case kdat_table_cases[] = {
 	KUNIT_CASE(table_every_pair),
 	KUNIT_CASE(table_every_state_reachable),
-	KUNIT_CASE(table_seed000_connect),
-	KUNIT_CASE(table_seed001_disconnect),
-	KUNIT_CASE(table_seed003_accept),
+	KUNIT_CASE(table_connect),
+	KUNIT_CASE(table_disconnect),
+	KUNIT_CASE(table_accept),
 	KUNIT_CASE(table_queries),
 	{}
 };

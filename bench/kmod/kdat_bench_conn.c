@@ -18,7 +18,8 @@ MODULE_PARM_DESC(ia_name, "netdev or IP address of the IA");
 /*
  * abrupt=1: the client disconnects abruptly, as rdma_disconnect() does (QP to
  * error, then the DREQ); the default is DAT's graceful disconnect, whose QP
- * stays usable until the peer's DREP (seed 001).
+ * stays usable until the peer's DREP (dat_ep_disconnect(3DAT): in-progress
+ * requests "must try to be completed successfully first").
  */
 static bool abrupt;
 module_param(abrupt, bool, 0444);

@@ -5,15 +5,16 @@
  * transition through it; libkdat, KUnit and the Python harness read the same
  * rules (Python parses the KDAT_EP_RULE lines below, so keep one rule a line).
  *
- * States are DAT's own values (DAT_EP_STATE_* in dat.h).  Seed 000 calls the
- * outcome of a failed connect "DAT_EP_STATE_UNDISCONNECTED"; no DAT header
- * defines it and every implementation uses DAT_EP_STATE_DISCONNECTED, so this
- * table does too.
+ * States are DAT's own values (DAT_EP_STATE_* in dat.h).
+ * dat_ep_dup_connect(3DAT) calls the outcome of a failed connect
+ * "DAT_EP_STATE_UNDISCONNECTED"; no DAT header defines it and every
+ * implementation uses DAT_EP_STATE_DISCONNECTED, so this table does too.
  *
  * Actions:
  *   GO       change to the next state and post the event (unless NONE).
  *   NOOP     succeed and change nothing (graceful disconnect while
- *            DISCONNECT_PENDING, disconnect of a DISCONNECTED EP: seed 001).
+ *            DISCONNECT_PENDING "has no effect", disconnecting a
+ *            DISCONNECTED EP "is no-op": dat_ep_disconnect(3DAT)).
  *   STALE    a provider event for a state that has moved on (a late accept
  *            after TIMED_OUT, say): no state change and no event; the module
  *            tears down whatever the stale event refers to.
@@ -73,17 +74,18 @@ enum kdat_ep_state {
  */
 #define KDAT_EP_STIMULI(X) \
 	X(CONNECT, OP)		/* dat_ep_connect */ \
-	X(DUP_CONNECT, OP)	/* dat_ep_dup_connect (seed 000) */ \
+	X(DUP_CONNECT, OP)	/* dat_ep_dup_connect(3DAT) */ \
 	X(DUP_SOURCE, OP)	/* ... names this EP's connection to copy */ \
-	X(DISCONNECT_GRACEFUL, OP) /* dat_ep_disconnect, graceful (seed 001) */ \
-	X(DISCONNECT_ABRUPT, OP) /* dat_ep_disconnect, abrupt (seed 001) */ \
-	X(ACCEPT, OP)		/* dat_cr_accept on this EP (seed 003) */ \
+	X(DISCONNECT_GRACEFUL, OP) /* dat_ep_disconnect(3DAT), graceful */ \
+	X(DISCONNECT_ABRUPT, OP) /* dat_ep_disconnect(3DAT), abrupt */ \
+	X(ACCEPT, OP)		/* dat_cr_accept(3DAT) on this EP */ \
 	X(REJECT, OP)		/* dat_cr_reject of a CR naming this EP */ \
 	X(RSP_CREATE, OP)	/* dat_rsp_create reserves this EP */ \
 	X(RSP_FREE, OP)		/* dat_rsp_free releases the reservation */ \
 	X(MODIFY, OP)		/* dat_ep_modify */ \
 	X(RESET, OP)		/* dat_ep_reset */ \
-	X(POST_SEND, OP)	/* send, RDMA write/read (seed 001: none in DISCONNECT_PENDING) */ \
+	/* dat_ep_disconnect(3DAT): no new sends or RDMA in DISCONNECT_PENDING */ \
+	X(POST_SEND, OP)	/* send, RDMA write/read */ \
 	X(POST_RECV, OP)	/* receive */ \
 	X(CR_ARRIVED, EV)	/* a CR names this EP (RSP) */ \
 	X(PROVIDER_BIND, EV)	/* provider-flag PSP gave this EP a CR */ \
@@ -92,7 +94,7 @@ enum kdat_ep_state {
 	X(NON_PEER_REJECTED, EV) /* no listener, backlog full, transport error */ \
 	X(UNREACHABLE, EV)	/* address/route resolution failed */ \
 	X(TIMEOUT, EV)		/* the connect timeout expired */ \
-	X(ACCEPT_FAILED, EV)	/* passive establishment failed (seed 003) */ \
+	X(ACCEPT_FAILED, EV)	/* passive establishment failed (dat_cr_accept(3DAT)) */ \
 	X(DISCONNECTED, EV)	/* peer DREQ, or our DREQ completed */ \
 	X(DRAINED, EV)		/* graceful: in-progress requests completed */ \
 	X(BROKEN, EV)		/* transport error on a connection */ \
@@ -141,7 +143,7 @@ enum kdat_ep_action {
 #define KDAT_EP_FX_CONNECTED	KDAT_EP_FX_STOP_TIMER
 #define KDAT_EP_FX_ENDED	(KDAT_EP_FX_STOP_TIMER | KDAT_EP_FX_QP_ERR)
 #define KDAT_EP_FX_CLOSED	(KDAT_EP_FX_QP_ERR | KDAT_EP_FX_FLUSH)
-/* the consumer's disconnects (seed 001) */
+/* the consumer's disconnects (dat_ep_disconnect(3DAT)) */
 #define KDAT_EP_FX_GRACEFUL	KDAT_EP_FX_DRAIN
 #define KDAT_EP_FX_HANGUP	(KDAT_EP_FX_CLOSED | KDAT_EP_FX_SEND_DREQ)
 #define KDAT_EP_FX_ABANDONED	(KDAT_EP_FX_ENDED | KDAT_EP_FX_DROP_ID)
@@ -154,12 +156,13 @@ enum kdat_ep_action {
  * the state itself where nothing changes.
  */
 #define KDAT_EP_RULES(R) \
-	/* --- connect and dup_connect: only from UNCONNECTED (seed 000) --- */ \
+	/* --- connect and dup_connect: only from UNCONNECTED --- */ \
+	/* (to ACTIVE_CONNECTION_PENDING on success: dat_ep_dup_connect(3DAT)) */ \
 	R(UNCONNECTED, CONNECT, GO, ACTIVE_CONNECTION_PENDING, NONE, NONE) \
 	R(UNCONNECTED, DUP_CONNECT, GO, ACTIVE_CONNECTION_PENDING, NONE, NONE) \
-	/* the connection dup_connect copies: a connected EP's (seed 000) */ \
+	/* dup_connect copies a "Connected local Endpoint" (dat_ep_dup_connect(3DAT)) */ \
 	R(CONNECTED, DUP_SOURCE, NOOP, CONNECTED, NONE, NONE) \
-	/* --- the active side's outcomes: exactly one event each (seed 000) --- */ \
+	/* --- the active side's outcomes: one event each (dat_ep_dup_connect(3DAT)) --- */ \
 	R(ACTIVE_CONNECTION_PENDING, ESTABLISHED, GO, CONNECTED, ESTABLISHED, CONNECTED) \
 	R(ACTIVE_CONNECTION_PENDING, PEER_REJECTED, GO, DISCONNECTED, PEER_REJECTED, ENDED) \
 	R(ACTIVE_CONNECTION_PENDING, NON_PEER_REJECTED, GO, DISCONNECTED, NON_PEER_REJECTED, ENDED) \
@@ -168,7 +171,7 @@ enum kdat_ep_action {
 	R(ACTIVE_CONNECTION_PENDING, BROKEN, GO, DISCONNECTED, NON_PEER_REJECTED, ENDED) \
 	R(ACTIVE_CONNECTION_PENDING, DISCONNECTED, GO, DISCONNECTED, NON_PEER_REJECTED, ENDED) \
 	R(ACTIVE_CONNECTION_PENDING, DEVICE_REMOVED, GO, DISCONNECTED, NON_PEER_REJECTED, ENDED) \
-	/* --- the passive side (seed 003) --- */ \
+	/* --- the passive side (dat_cr_accept(3DAT)) --- */ \
 	R(RESERVED, CR_ARRIVED, GO, PASSIVE_CONNECTION_PENDING, NONE, NONE) \
 	R(UNCONNECTED, PROVIDER_BIND, GO, TENTATIVE_CONNECTION_PENDING, NONE, NONE) \
 	R(UNCONNECTED, ACCEPT, GO, COMPLETION_PENDING, NONE, NONE) \
@@ -190,7 +193,7 @@ enum kdat_ep_action {
 	R(UNCONNECTED, RSP_CREATE, GO, RESERVED, NONE, NONE) \
 	R(RESERVED, RSP_FREE, GO, UNCONNECTED, NONE, NONE) \
 	R(PASSIVE_CONNECTION_PENDING, RSP_FREE, NOOP, PASSIVE_CONNECTION_PENDING, NONE, NONE) \
-	/* --- disconnect (seed 001) --- */ \
+	/* --- disconnect (dat_ep_disconnect(3DAT)) --- */ \
 	R(CONNECTED, DISCONNECT_GRACEFUL, GO, DISCONNECT_PENDING, NONE, GRACEFUL) \
 	R(CONNECTED, DISCONNECT_ABRUPT, GO, DISCONNECTED, DISCONNECTED, HANGUP) \
 	R(DISCONNECT_PENDING, DISCONNECT_GRACEFUL, NOOP, DISCONNECT_PENDING, NONE, NONE) \
@@ -340,7 +343,8 @@ static inline int kdat_ep_state_accepting(unsigned int state)
 
 /*
  * A connection exists (the negotiated RDMA read depths apply, a DREQ ends
- * it): the peer's disconnect ends it with DISCONNECTED (seed 001).
+ * it): the peer's disconnect ends it with DISCONNECTED
+ * (dat_ep_disconnect(3DAT)).
  */
 static inline int kdat_ep_state_connected(unsigned int state)
 {

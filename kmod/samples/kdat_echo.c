@@ -14,12 +14,13 @@
  * checks its buffer and disconnects gracefully.
  * With flush_test=1 the client pre-posts receives once connected and
  * disconnects abruptly: they must all complete as flushed before its
- * DISCONNECTED event (seed 001), and a send afterwards must be refused.
+ * DISCONNECTED event (dat_ep_disconnect(3DAT)), and a send afterwards must be
+ * refused.
  * With graceful_test=1 the client sends to a server EP that has no receive
  * posted (RNR: the send stays in flight), disconnects gracefully and records
- * what seed 001 says of DISCONNECT_PENDING: the state, a refused send, a
- * second graceful call that changes nothing, and an abrupt call that ends it
- * with the pending send flushed before DISCONNECTED.
+ * what dat_ep_disconnect(3DAT) says of DISCONNECT_PENDING: the state, a
+ * refused send, a second graceful call that changes nothing, and an abrupt
+ * call that ends it with the pending send flushed before DISCONNECTED.
  * With pending_test=1 the client stays connected and idle until a test
  * writes "graceful" to pending_act (after cutting the wire, say): then it
  * sends one message and disconnects gracefully at once, so the EP waits in
@@ -27,9 +28,9 @@
  * disconnect ended and when (pt_*).
  * With greet=1 (both sides) the server also sends a greeting as soon as its
  * EP is ESTABLISHED, and the client, which takes it in a receive of its own,
- * starts start_delay_ms after its ESTABLISHED: seed 004 says the active side
- * speaks first over iWARP, so there kdat holds the greeting until the
- * client's message arrives (or 1 s passed); greet_* and first_* say when.
+ * starts start_delay_ms after its ESTABLISHED: rdma_connect(3) says the
+ * active side speaks first over iWARP, so there kdat holds the greeting until
+ * the client's message arrives (or 1 s passed); greet_* and first_* say when.
  * Counters and the last outcome are read-only parameters in
  * /sys/module/kdat_echo/parameters/, for tests.
  */

@@ -18,10 +18,9 @@ BLK_KO = os.path.join(guest.KMOD_DIR, "blk", "kdat_blk.ko")
 BLKT_KO = os.path.join(guest.KMOD_DIR, "blk", "kdat_blkt.ko")
 DEV = "/dev/kdatb0"
 MNT = "/tmp/kdat-blk-mnt"
-# The debug kernel (KASAN checks every access of the I/O path, rxe's included) takes about ten
-# times as long per request (0.1-0.2 s for a 4 KiB one beside the other lanes): its verify runs
-# move an eighth of the data or less, which still cycles every tag of every queue a dozen times
-# or more; the Debian kernel's lane moves it all.
+# The debug kernel (KASAN checks every access of the I/O path, rxe's included) takes many times as
+# long per request: its verify runs move an eighth of the data or less, which still cycles every tag
+# of every queue a dozen times or more; the Debian kernel's lane moves it all.
 DEBUG_KERNEL = os.environ.get("KDAT_DEBUG_KERNEL") == "1"
 
 

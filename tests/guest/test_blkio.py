@@ -41,10 +41,10 @@ def blkio(kdat_module, kernel_log, rdma):
 
 # max_iov 3: each 64 KiB request (18 scattered segments) is more than one work request takes, so
 # kdat posts the target's RDMA read or write as 6 over consecutive remote ranges (as on iWARP,
-# where a read takes one segment); before that, such a post was refused.
-# The debug kernel (KASAN on every access, rxe's included) takes about 15 times as long per
-# request: there, 200 requests still cycle the 32 slots 6 times (the target holds the first 32
-# commands until all are in, so the full depth is reached at any speed).
+# where a read takes one segment).
+# The debug kernel (KASAN on every access, rxe's included) takes many times as long per request:
+# there, 200 requests still cycle the 32 slots 6 times (the target holds the first 32 commands until
+# all are in, so the full depth is reached at any speed).
 MANY = 200 if os.environ.get("KDAT_DEBUG_KERNEL") == "1" else 2000
 
 

@@ -158,7 +158,8 @@ def test_connect_unreachable_host_is_unreachable(client):
 
 
 def test_connect_to_an_unroutable_address_is_made_and_unreachable(client):
-    """The attempt is made and fails (seed 000): DAT_SUCCESS, then UNREACHABLE, before a timeout
+    """The attempt is made and fails (dat_ep_dup_connect(3DAT): a remote host the Provider "cannot
+    reach" is a DAT_CONNECTION_EVENT_UNREACHABLE): DAT_SUCCESS, then UNREACHABLE, before a timeout
     long enough for the transport's own give-up (four address lookups of 2 s if the lookup goes
     as far as the neighbour)."""
     cep = client.ep()
@@ -261,8 +262,8 @@ def test_connect_again_after_reset(client, server):
 
 
 def test_retry_counts_and_flow_control_reach_the_wire(client, server):
-    """Seed 004: retry_count, rnr_retry_count and flow_control go into rdma_conn_param; the passive
-    side sees the requester's values in its CR."""
+    """rdma_connect(3): retry_count, rnr_retry_count and flow_control go into rdma_conn_param; the
+    passive side sees the requester's values in its CR."""
     p = connect_pair(client, server,
                      client_attrs=dict(retry_count=3, rnr_retry_count=5, flow_control=1))
     assert (p.cr.remote_retry_count, p.cr.remote_rnr_retry_count, p.cr.remote_flow_control) == (

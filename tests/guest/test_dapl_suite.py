@@ -335,8 +335,7 @@ CASES = [
     # kernel: its server waits for the completion of its last send while the client, once it
     # has that message, disconnects at once; rxe posts the receive's completion before it sends
     # the ACK, and on a fully preemptible kernel the client's QP can go to error in between, so
-    # the ACK is dropped and the server's send flushed.  Measured there, 20 runs each:
-    # libdaplofa 3 failed, kdat 0 (and 1 in a CI run); the same error from both.
+    # the ACK is dropped and the server's send flushed, with either provider.
     _dtestsrq("-no-srq", 1, 22200, "-S", "0"),
     _dtestsrq("-no-srq-2x2", 2, 22210, "-S", "0", "-B", "2"),
     # With an SRQ: after each disconnect dtestsrq waits on the async EVD for the EP's

@@ -1,4 +1,4 @@
-"""dat_ep_disconnect (seed 001): abrupt and graceful, the states it is allowed in, and reset."""
+"""dat_ep_disconnect(3DAT): abrupt and graceful, the states it is allowed in, and reset."""
 import time
 
 import pytest

@@ -1,4 +1,4 @@
-"""dat_ep_dup_connect (seed 000): connect a new EP to the remote end of a connected one."""
+"""dat_ep_dup_connect(3DAT): connect a new EP to the remote end of a connected one."""
 import pytest
 
 from kdat_harness.dat import (CONNECT_PDATA_MAX, DAT, client, connect_pair, expect_dat_error, host_addr,  # noqa: F401

@@ -24,8 +24,7 @@ def wait_param(name, want, timeout=30.0):
         if param(name) == want:
             return
         time.sleep(0.05)
-    # every parameter: which step the exchange stopped at (seen once, on a machine running five
-    # guests: verified 0 after 10 s)
+    # every parameter: which step the exchange stopped at
     every = {n: param(n) for n in sorted(os.listdir(PARAMS))}
     raise AssertionError(f"{name} is {param(name)!r}, wanted {want!r}; kdat_echo: {every}")
 
@@ -157,8 +156,9 @@ def test_kernel_eps_exchange_data_send_recv_rdma_write_and_read(echo, rdma):
 
 
 def test_abrupt_disconnect_flushes_posted_receives_before_disconnected(echo, rdma):
-    """Seed 001: abrupt disconnect completes outstanding requests unsuccessfully (flushed), every
-    completion is queued before DISCONNECTED on a shared EVD, and nothing is posted afterwards."""
+    """dat_ep_disconnect(3DAT): abrupt disconnect completes outstanding requests unsuccessfully
+    (flushed), every completion is queued before DISCONNECTED on a shared EVD, and nothing is posted
+    afterwards."""
     port = next_port()
     echo(listen_port=port, connect_addr=rdma["KDAT_TEST_ADDR"], connect_port=port, flush_test=1)
     wait_param("flushed_before_disconnect", "3")
@@ -171,9 +171,10 @@ def test_abrupt_disconnect_flushes_posted_receives_before_disconnected(echo, rdm
 
 
 def test_graceful_disconnect_waits_in_disconnect_pending(echo, rdma):
-    """Seed 001: a graceful disconnect with a send in flight (the peer has no receive posted, so
-    it cannot complete) stays in DISCONNECT_PENDING; no send may be posted then; a second graceful
-    call changes nothing; an abrupt one ends it at once, the send flushed before DISCONNECTED."""
+    """dat_ep_disconnect(3DAT): a graceful disconnect with a send in flight (the peer has no receive
+    posted, so it cannot complete) stays in DISCONNECT_PENDING; no send may be posted then; a second
+    graceful call changes nothing; an abrupt one ends it at once, the send flushed before
+    DISCONNECTED."""
     port = next_port()
     echo(listen_port=port, connect_addr=rdma["KDAT_TEST_ADDR"], connect_port=port,
          graceful_test=1)

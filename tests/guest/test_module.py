@@ -39,7 +39,7 @@ def test_modprobe_loads_the_installed_module_and_udev_reads_its_rule(rdma, kerne
                     "into the read-only /lib/modules; Debian's kernel runs it")
     if guest.module_loaded():
         assert guest.unload_module().returncode == 0
-    # depmod over every module of the kernel takes about a minute over 9p: give it kdat and what
+    # depmod over every module of the kernel is slow over 9p: give it kdat and what
     # kdat needs (rdma_cm and ib_core with their own dependencies, from the kernel's modules.dep)
     with open(f"{moddir}/modules.dep") as f:
         deps = dict(line.rstrip("\n").split(":", 1) for line in f if ":" in line)

@@ -237,9 +237,9 @@ def test_active_side_rep_gives_rtr_rts_and_establish_sends_the_rtu(two):
 
 
 def test_a_held_dreq_waits_for_requests_done_and_only_user_eps_may_hold_one(two):
-    """KDAT_CLOSE_HOLD_DREQ (seed 001's graceful order for a QP the kernel cannot see): the EP is
-    DISCONNECT_PENDING and its DREQ waits for KDAT_CLOSE_REQUESTS_DONE; only a user-QP EP may ask,
-    and only in those two forms."""
+    """KDAT_CLOSE_HOLD_DREQ (dat_ep_disconnect(3DAT)'s graceful order for a QP the kernel cannot
+    see): the EP is DISCONNECT_PENDING and its DREQ waits for KDAT_CLOSE_REQUESTS_DONE; only a
+    user-QP EP may ask, and only in those two forms."""
     client, server = two
     graceful, hold, done = C["KDAT_CLOSE_GRACEFUL"], C["KDAT_CLOSE_HOLD_DREQ"], \
         C["KDAT_CLOSE_REQUESTS_DONE"]

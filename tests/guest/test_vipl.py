@@ -1,5 +1,5 @@
 """The VIPL connection API (libvipl-kdat, user/vipl) in the guest: its GoogleTests
-(build/user/vipl/vipl_guest_tests, one test per semantic of the VipConnectRequest seed and the
+(build/user/vipl/vipl_guest_tests, one test per semantic of VI-GM's VipConnectRequest and the
 server and peer sides), and two-process runs of the plain C program vipl_connect (server and
 client are separate processes with their own /dev/kdat files)."""
 import json
@@ -44,8 +44,8 @@ def test_vipl_guest_tests_pass(kdat_module, rdma, kernel_log):
 # ---- two processes: the C program ------------------------------------------------------------
 
 # The connect and wait timeouts of the runs that must connect: long enough for the other process to
-# start and reach the CM on a loaded debug kernel (a server whose 10 s wait had run out before its
-# client's request came answered VIP_NO_MATCH there), and never waited out when both are well.
+# start and reach the CM on a loaded debug kernel (a server whose wait runs out before its
+# client's request comes answers VIP_NO_MATCH), and never waited out when both are well.
 WAIT_MS = 60000
 
 VIP = {"VIP_SUCCESS": 0, "VIP_TIMEOUT": 4, "VIP_REJECT": 5, "VIP_NO_MATCH": 14}
@@ -153,8 +153,8 @@ def test_two_processes_no_match_then_the_right_discriminator(env):
 def test_two_processes_server_down_is_timeout_after_the_timeout(env):
     """The command-line client gets VIP_TIMEOUT, never before its 1.5 s.  How late is judged in
     process, where the timeout's own start and end are seen (vipl_test.cpp, guest::on_time): around
-    a whole process the exit's teardown of a connect still resolving an address (0.5-0.7 s here)
-    counts too, and no control beside it has that."""
+    a whole process the exit's teardown of a connect still resolving an address counts too, and no
+    control beside it has that."""
     netdev, addr = env
     t0 = time.monotonic()
     rc, c, cout = _finish(_start("client", netdev, SILENT_HOST, "s", "c", 1500))

@@ -1,7 +1,7 @@
 """The guest and wire lanes' reading of DAPL's programs' output, checked on text they printed."""
 from kdat_harness.dapl import QUIT_REPLY_FLUSHED, without_quit_reply_race
 
-# what dapltest's server printed after `dapltest -T Q` in a CI run (libdaplofa on rxe)
+# what dapltest's server prints after `dapltest -T Q` (libdaplofa on rxe)
 QUIT_PART = ("Server: Transaction Test Finished for this client\n"
              "Test Error: Server_Info_Send-reaping DTO problem, status = FAILURE\n"
              "DT_cs_Server (ofa-v2-kdat0):  Exiting.\n")

@@ -10,7 +10,7 @@ from kdat_harness.guest import reports
 
 CHECK = os.path.join(REPO, "scripts", "check-kernel-log")
 
-# CI of 2026-12-02, guest A's log (the call trace shortened)
+# rxe-completer-loss as a guest's log shows it (the call trace shortened)
 RXE_REPORT = """\
 [ 1642.139000] ------------[ cut here ]------------
 [ 1642.139100] WARNING: CPU: 0 PID: 14 at drivers/infiniband/sw/rxe/rxe_comp.c:756 rxe_completer+0x86c/0xd60 [rdma_rxe]

@@ -1,4 +1,5 @@
-"""Host-side checks of the endpoint state table against the seeds' rules."""
+"""Host-side checks of the endpoint state table against the rules of dat_ep_dup_connect(3DAT),
+dat_ep_disconnect(3DAT) and dat_cr_accept(3DAT)."""
 import collections
 import re
 
@@ -18,7 +19,8 @@ def test_nine_dat_states_with_dat_values():
     assert T.state_value["UNCONNECTED"] == 0
     assert T.state_value["CONNECTED"] == 9
     assert T.state_value["DISCONNECTED"] == 11
-    assert "UNDISCONNECTED" not in T.states  # seed 000's name; the DAT headers' is DISCONNECTED
+    # dat_ep_dup_connect(3DAT) says UNDISCONNECTED; the DAT headers' name is DISCONNECTED
+    assert "UNDISCONNECTED" not in T.states
 
 
 def test_rules_are_unique_and_well_formed():
@@ -52,7 +54,7 @@ def test_consumer_operations_never_silently_ignored(state):
             assert action in ("GO", "NOOP", "INVALID")
 
 
-def test_connect_only_from_unconnected():  # seed 000
+def test_connect_only_from_unconnected():  # dat_ep_dup_connect(3DAT)
     for s in T.states:
         for stim in ("CONNECT", "DUP_CONNECT"):
             action, nxt, _ = T.lookup(s, stim)
@@ -62,7 +64,7 @@ def test_connect_only_from_unconnected():  # seed 000
                 assert action == "INVALID"
 
 
-def test_dup_connect_copies_only_a_connected_eps_connection():  # seed 000
+def test_dup_connect_copies_only_a_connected_eps_connection():  # dat_ep_dup_connect(3DAT)
     for s in T.states:
         action, nxt, event = T.lookup(s, "DUP_SOURCE")
         assert (action, nxt, event) == (("NOOP", s, "NONE") if s == "CONNECTED" else
@@ -73,7 +75,7 @@ def test_dup_connect_copies_only_a_connected_eps_connection():  # seed 000
     ("ESTABLISHED", "ESTABLISHED"), ("PEER_REJECTED", "PEER_REJECTED"),
     ("NON_PEER_REJECTED", "NON_PEER_REJECTED"), ("UNREACHABLE", "UNREACHABLE"),
     ("TIMEOUT", "TIMED_OUT")])
-def test_active_outcomes(stim, event):  # seed 000
+def test_active_outcomes(stim, event):  # dat_ep_dup_connect(3DAT)
     action, nxt, ev = T.lookup("ACTIVE_CONNECTION_PENDING", stim)
     assert action == "GO" and ev == event
     assert nxt == ("CONNECTED" if stim == "ESTABLISHED" else "DISCONNECTED")
@@ -88,7 +90,7 @@ def test_late_provider_events_after_an_outcome_are_stale():
             assert T.lookup(s, stim)[0] == "STALE", (s, stim)
 
 
-def test_disconnect_rules():  # seed 001
+def test_disconnect_rules():  # dat_ep_disconnect(3DAT)
     for flag in ("DISCONNECT_GRACEFUL", "DISCONNECT_ABRUPT"):
         for s in NOT_DISCONNECTABLE:
             assert T.lookup(s, flag)[0] == "INVALID"
@@ -104,7 +106,7 @@ def test_disconnect_rules():  # seed 001
     assert T.lookup("DISCONNECT_PENDING", "DRAINED") == ("GO", "DISCONNECTED", "DISCONNECTED")
 
 
-def test_accept_rules():  # seed 003
+def test_accept_rules():  # dat_cr_accept(3DAT)
     for s in ("UNCONNECTED", "PASSIVE_CONNECTION_PENDING", "TENTATIVE_CONNECTION_PENDING"):
         assert T.lookup(s, "ACCEPT") == ("GO", "COMPLETION_PENDING", "NONE")
     for s in ("RESERVED", "ACTIVE_CONNECTION_PENDING", "CONNECTED", "DISCONNECT_PENDING",
@@ -145,7 +147,7 @@ def test_effects_end_what_a_transition_ends():
         elif r.next == "DISCONNECTED" and r.state in ("ACTIVE_CONNECTION_PENDING",
                                                       "COMPLETION_PENDING"):
             # an attempt ended: the timer stops and posted receives flush; the consumer's
-            # disconnect also gives up the id (an accepted one to an orphan, seed 003)
+            # disconnect also gives up the id (an accepted one to an orphan: dat_cr_accept(3DAT))
             if r.stimulus.startswith("DISCONNECT_"):
                 assert r.effects == ("ABANDONED" if r.state == "ACTIVE_CONNECTION_PENDING"
                                      else "WITHDRAWN"), r
@@ -154,11 +156,11 @@ def test_effects_end_what_a_transition_ends():
         elif r.next == "DISCONNECTED" and r.state in ("CONNECTED", "DISCONNECT_PENDING"):
             # a connection ended: every posted request completes before the event, except
             # when the device is going away (its QPs are destroyed with it, not drained);
-            # an abrupt disconnect sends the DREQ first (seed 001)
+            # an abrupt disconnect sends the DREQ first (dat_ep_disconnect(3DAT))
             want = {"DEVICE_REMOVED": "NONE", "DISCONNECT_ABRUPT": "HANGUP"}
             assert r.effects == want.get(r.stimulus, "CLOSED"), r
         elif (r.state, r.stimulus) == ("CONNECTED", "DISCONNECT_GRACEFUL"):
-            # graceful: the DREQ waits for the requests in flight (seed 001)
+            # graceful: the DREQ waits for the requests in flight (dat_ep_disconnect(3DAT))
             assert r.effects == "GRACEFUL", r
         else:
             assert r.effects == "NONE", r

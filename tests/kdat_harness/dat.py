@@ -603,9 +603,9 @@ def expect_dat_error(type_name, fn, *args, subtype=None, **kwargs):
 SILENT_HOST = "192.0.2.99"   # no neighbour: address resolution gives up after 2 s (UNREACHABLE)
 BLACK_HOLE = "192.0.2.98"    # with the black_hole fixture's neighbour entry, REQs go nowhere
 
-# Only where pytest runs already: importing it is two thirds of this module's import time (125 of
-# 190 ms on the host, seconds under TCG), which every agent and owner process the tests start
-# (agent.py, test_table_view.py) would pay again for fixtures it never uses.
+# Only where pytest runs already: importing it is most of this module's import time (seconds
+# under TCG), which every agent and owner process the tests start (agent.py,
+# test_table_view.py) would pay again for fixtures it never uses.
 pytest = sys.modules.get("pytest")
 
 if pytest is not None:

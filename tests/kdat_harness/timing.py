@@ -14,7 +14,7 @@ import threading
 import time
 
 # Lateness that is not load: Python's call overhead around an ioctl, a jiffy or two of timer
-# rounding (HZ 250: 4 ms each), the work item's own run. Measured idle in the guest: under 10 ms.
+# rounding (HZ 250: 4 ms each), the work item's own run; idle in the guest, well under this.
 FLOOR_S = 0.05
 # How many times the control's lateness the measured operation may be late: the operation does
 # more than one wake-up (a timer, then a work item, then the waiter's wake).
@@ -31,8 +31,8 @@ class SleepControl:
     lateness() waits for them and returns how late the latest one woke (seconds, >= 0).
 
     With start=False the threads are created (and parked) in the constructor, so that go() costs
-    an event, not thread creation: on a loaded debug guest creating four threads took 80-135 ms,
-    which judge_on_time once counted as the measured operation's lateness."""
+    an event, not thread creation: on a loaded debug guest creating threads takes long enough
+    that judge_on_time would count it as the measured operation's lateness."""
 
     def __init__(self, seconds, count=1, start=True):
         self.seconds = seconds

@@ -6,9 +6,8 @@ DEFAULT_WEIGHT).  Before a file's first test a guest claims the file by making a
 name in the queue directory, which all the lane's guests share over 9p: mkdir is atomic on the
 host, so exactly one guest runs each file, and a guest that is slower (started later, or starved
 on a busy host) simply claims fewer.  The lane's guests then end within about one file of each
-other whatever the load, which a split fixed in advance could not promise: on 2026-11-30 such a
-split had the first debug guest end 8 minutes before the second in one run, and in CI's run that
-evening run 70 minutes and end the whole run by itself.
+other whatever the load, which a split fixed in advance cannot promise: under load one guest of
+such a split can end long before the other, which then runs on alone.
 
 Enabled by KDAT_QUEUE (the shared directory); KDAT_QUEUE_WEIGHTS names the weights file and
 KDAT_QUEUE_NAME what a claim records as its owner."""

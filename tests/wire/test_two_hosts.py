@@ -1,5 +1,6 @@
-"""The seeds' connection semantics between two hosts, on both wires (RoCE and iWARP): this host's
-consumers (userspace through /dev/kdat, the kernel echo sample) against the peer's."""
+"""DAT's connection semantics (dat_ep_dup_connect(3DAT), dat_ep_disconnect(3DAT),
+dat_cr_accept(3DAT), rdma_connect(3)) between two hosts, on both wires (RoCE and iWARP): this
+host's consumers (userspace through /dev/kdat, the kernel echo sample) against the peer's."""
 import time
 
 import pytest
@@ -31,7 +32,7 @@ def test_both_wires_carry_ip_and_each_has_its_rdma_device_on_both_hosts(link, pe
 
 def test_a_killed_job_on_the_peer_leaves_no_process_behind(peer):
     """The harness's kill ends the whole job, also what `timeout` runs in a process group of its
-    own (every DAPL program on the peer runs so): a server it missed kept its port until then."""
+    own (every DAPL program on the peer runs so): a server it missed would keep its port."""
     job = peer.spawn("timeout 120 sleep 117 & timeout 120 sleep 118; wait")
     deadline = time.monotonic() + 10
     while peer.sh("pgrep -c -f '^sleep 11[78]$'", check=False)["out"].strip() != "2":
@@ -187,9 +188,8 @@ def test_the_kernel_echo_here_exchanges_data_with_the_kernel_echo_on_the_peer(li
                                                                               kdat_module,
                                                                               kernel_log):
     """Kernel consumers on both hosts: send/recv, RDMA write and read over the wire.  (On iWARP
-    this once stopped now and then in siw's accept race, README "Where iWARP differs": the
-    client's first message sat unread on the server.  The lane's siw carries a fix; 20 runs in a
-    row passed with it, 2026-11-28.)"""
+    this needs the lane's siw, which carries a fix for siw's accept race, README "Where iWARP
+    differs": without it the client's first message can sit unread on the server.)"""
     here, there = _echo_exchange(link, peer_echo)
     # the client (here) verified the server's RDMA write; the server its RDMA read back
     assert here["verified"] == "1", f"here: {here}, on the peer: {there}"
@@ -206,15 +206,15 @@ HOLD_PARAM = "/sys/module/kdat/parameters/first_send_hold_ms"
 
 
 # (the client's silence, the peer's hold limit), ms: the client speaks well inside the limit, or
-# well after it.  Both wide apart: in CI, with four TCG guests on two cores, one guest now and
-# then stalls for hundreds of ms (1500 ms against the default 1 s limit once failed there).
+# well after it.  Both wide apart: with four TCG guests on two cores, one guest now and then
+# stalls for hundreds of ms.
 @pytest.mark.parametrize("delay_ms,hold_ms", [(1500, 10000), (2000, 300)])
 def test_a_kernel_server_that_greets_first_waits_for_the_client_on_iwarp_only(link, peer,
                                                                             peer_echo,
                                                                             kdat_module,
                                                                             kernel_log, delay_ms,
                                                                             hold_ms):
-    """Seed 004: over iWARP the active side sends the first message.  The kernel echo on the
+    """rdma_connect(3): over iWARP the active side sends the first message.  The kernel echo on the
     peer greets its client as soon as it is ESTABLISHED; the client here speaks `delay_ms` after
     its own.  On iWARP kdat holds the greeting until the client's message has arrived, or sends
     it when the hold's limit (module parameter first_send_hold_ms, `hold_ms` on the peer here;

@@ -252,16 +252,13 @@ def _show(label, rc, out):
     return f"--- {label} (rc {rc}):\n{out[-6000:]}"
 
 
-# dapltest -T T over kdat with kdat on iWARP once failed 2 of 14 runs by hand (2026-11-27), where
-# libdaplofa passed: a siw race (README, "Where iWARP differs"), an FPDU that reached the
-# responder between siw_accept's MPA reply and its hand-over of the socket to the QP stayed
-# unread.  The siw the lane runs carries a fix (kunit/test-kernel-patches/0002-siw-*.patch);
-# with it, 20 runs kdat with kdat and 6 of each mixed pairing passed (2026-11-28).
+# On iWARP an FPDU that reaches the responder between siw_accept's MPA reply and its hand-over of
+# the socket to the QP stays unread (a siw race, README "Where iWARP differs"); the siw the lane
+# runs carries a fix (kunit/test-kernel-patches/0002-siw-*.patch), so dapltest -T T over kdat
+# must pass on iWARP too.
 # dtest's and dtestcm's clients check the private data of their CONNECTED events, so a framed
 # kdat server's reaches a libdaplofa client with kdat's header in front (`pdata=raw` is for that):
-# what each says, on both wires.  (This pairing once looked like CONNECT_ERROR -22 in every run on
-# iWARP: that was the harness's kill missing the failed server, which kept dtest's fixed PSP and
-# met the next client; 10 of 10 runs said the mismatch after the kill was fixed, 2026-11-27.)
+# what each says, on both wires.
 FRAMED_SERVER_MISMATCH = {"dtest": "Error with CONNECT event private data",
                           "dtestcm": "ERR CONN event pdata"}
 
@@ -270,28 +267,23 @@ FRAMED_SERVER_MISMATCH = {"dtest": "Error with CONNECT event private data",
 # initiator's first FPDU (RFC 5044; siw has no RTR). If that FPDU reaches the initiator before siw
 # has read the MPA reply, siw reads both, calls it a protocol error and fails the connect
 # (siw_recv_mpa_rr -> -EPROTO -> CONNECT_ERROR -22): the client never connects, the server saw
-# CONNECTED and its receives flushed.  A kdat server keeps seed 004's rule (its sends wait for the
-# client's first message: test_wire_first_message.py), so that is asserted never to happen with
-# it; a libdaplofa server does not, and only with one is that signature tried again, on iWARP.
+# CONNECTED and its receives flushed.  A kdat server keeps rdma_connect(3)'s rule (its sends wait
+# for the client's first message: test_wire_first_message.py), so that is asserted never to happen
+# with it; a libdaplofa server does not, and only with one is that signature tried again, on iWARP.
 MPA_EARLY_FPDU_TRIES = 4
 
 
 # libdaplofa's own dapltest client on siw now and then dies by SIGSEGV once its test is over (it
-# printed its totals, not "End of Work"): 1 of 6 libdaplofa-with-libdaplofa runs on iWARP in a
-# probe of 2026-11-28 (CI had failed the control here under load), none in 30 kdat runs beside
-# them.  The control asks whether libdaplofa passes on this wire at all, so a control run that
-# failed runs again, at most CONTROL_TRIES times, whatever the failure: in CI of 2026-11-29 (a
-# loaded machine) libdaplofa's own dapltest server on siw failed with a send completed as
-# LengthError ("Server_Info_Send-reaping DTO problem"), rc 0, no signal.  The SIGSEGV met a
-# libdaplofa client across from a kdat server in CI of 2026-11-29 (dtestcm on RoCE: the client
-# printed "ALL 10 CONNECTED", then SIGSEGV; the kdat server had passed), and a libdaplofa server
-# across from a kdat client in CI of 2026-11-29's evening (dtestcm on iWARP: SIGSEGV after
-# printing its address, so the kdat client failed too; the peer's shell reported it as rc 139,
-# which the retry did not then read as a signal; 30 runs of that pairing by hand passed).  So a
-# mixed pairing also runs again when its libdaplofa side died by a signal, at most CONTROL_TRIES
-# times, and every run that died by a signal shows the core's backtrace (_core_backtrace): a crash
-# that kdat's side provoked every time still fails, and a rare one is printed for whoever reads
-# the log.
+# has printed its totals, not "End of Work"), and on a loaded machine libdaplofa's own dapltest
+# server on siw can fail with a send completed as LengthError ("Server_Info_Send-reaping DTO
+# problem"), rc 0, no signal.  The control asks whether libdaplofa passes on this wire at all, so
+# a control run that failed runs again, at most CONTROL_TRIES times, whatever the failure.  The
+# SIGSEGV also hits libdaplofa's dtestcm client or server across from kdat, on either wire (a
+# libdaplofa server that dies fails the kdat client too; the peer's shell reports the signal as rc
+# 139).  So a mixed pairing also runs again when its libdaplofa side died by a signal, at most
+# CONTROL_TRIES times, and every run that died by a signal shows the core's backtrace
+# (_core_backtrace): a crash that kdat's side provoked every time still fails, and a rare one is
+# printed for whoever reads the log.
 CONTROL_TRIES = 3
 
 
@@ -449,15 +441,16 @@ def test_dapltest_over_kdat_passes_under_1_percent_loss_and_ends_by_itself_under
     RoCE each lost data packet is sent again after kdat's local ACK timeout (module parameter
     ack_timeout, 2^16 x 4.096 us = 268 ms); on iWARP TCP sends it again (and a lost SYN or MPA
     message costs TCP's retransmission timeout).  At 1% the test passes, clean, on both sides; a
-    run in which rxe's own completer broke a QP (its WARN, scripts/known-kernel-defects: CI of
-    2026-12-02, a receive flushed on the server) runs once more and must pass.  At 10% both
+    run in which rxe's own completer broke a QP (its WARN, scripts/known-kernel-defects:
+    rxe-completer-loss) runs once more and must pass.  At 10% both
     programs must end by themselves, whatever dapltest then reports: a lost CM message costs
     the CM's 6 s REQ/REP retry, so a thread's connection can miss the 10 s in which dapltest's
     client waits for all of them to report ready (it then says so and gives up), and the peer's
     threads must see their receives flushed and end too (the wire is healed before the harness
-    tells the server to quit, so a lost quit cannot pass for a stuck server).  Before, both
-    programs could wait for ever: a thread waiting for a receive on an EP whose peer had given up was never woken, and
-    with the CM's ACK timeout (19: 2.1 s) a QP stalled for good with packets never sent again.
+    tells the server to quit, so a lost quit cannot pass for a stuck server).  Neither may wait
+    for ever: a thread waiting for a receive on an EP whose peer gave up is woken by the flush, and
+    kdat's ACK timeout (module parameter ack_timeout) keeps a QP from stalling for good with
+    packets never sent again, as it can with the CM's own (19: 2.1 s).
 
     The loss starts once dapltest's command exchange is over (the client holds its test
     threads' EPs): dapltest's server disconnects that connection as soon as it has answered, so
@@ -465,10 +458,9 @@ def test_dapltest_over_kdat_passes_under_1_percent_loss_and_ends_by_itself_under
     send completes flushed (its QP goes to error on the DREQ, as rdma_cm's do) and the client
     gives up ("Client_Cmd_Send-reaping DTO problem, status = FAILURE"), while its server's
     threads wait for their connections with no timeout (DT_cr_event_wait): dapltest's protocol,
-    with any provider (libdaplofa with libdaplofa did it too; README).  Traced on 2026-11-28 (2
-    runs in 9): the command arrived, the server's DREQ 50 ms later, and no retry count exceeded
-    on either host.  The iterations keep the lossy part the bulk of each run (with 10 at 10%,
-    dapltest was over before the loss began); netem must have dropped packets in both halves."""
+    with any provider (libdaplofa with libdaplofa too; README).  The iterations keep the lossy
+    part the bulk of each run (with too few, dapltest is over before the loss begins); netem must
+    have dropped packets in both halves."""
     halves, rerun = [("loss 1%", 50, 180), ("loss 10%", 30, 240)], set()
     while halves:
         spec, iterations, timeout = halves.pop(0)
@@ -491,8 +483,7 @@ def test_dapltest_over_kdat_passes_under_1_percent_loss_and_ends_by_itself_under
         print(f"{spec}: netem dropped {drops} (here, peer); dapltest "
               f"{'passed' if ok else 'did not pass'}; {tcp}")
         # The loss starts only once the client holds its test threads' EPs: a run that ended
-        # before that failed on a clean wire, in dapltest's command exchange (CI of 2026-11-30,
-        # iWARP, once in 21 runs: the client's receive of Server_Info completed flushed).
+        # before that failed on a clean wire, in dapltest's command exchange.
         assert applied, (
             f"dapltest ended before its test threads' EPs existed, on a clean wire (no {spec} "
             f"applied yet; {tcp})\n" + _show("server", *server) + "\n" + _show("client", *client))

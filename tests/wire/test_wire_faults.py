@@ -44,7 +44,8 @@ def ends_timed_out_at_its_timeout(k, evd, ep, t0):
 def test_a_partition_while_connecting_times_out_at_the_consumers_timeout(link, remote, netem,
                                                                          kdat_module, kernel_log):
     """The peer is known (its neighbour entry is fresh) but nothing crosses the wire: the
-    requests go unanswered and the consumer's timeout ends the connect (seed 000: TIMED_OUT)."""
+    requests go unanswered and the consumer's timeout ends the connect (dat_ep_dup_connect(3DAT):
+    TIMED_OUT "When the timeout expired prior to completion of the Connection establishment")."""
     b = remote()
     port = next_port()
     b.m("psp_create", b.ia, b.crevd, port)
@@ -71,7 +72,7 @@ def test_a_partition_while_connecting_times_out_at_the_consumers_timeout(link, r
 
 def test_a_dup_connect_across_a_partition_times_out_and_the_connection_it_copies_stays(
         link, remote, netem, kdat_module, kernel_log):
-    """dat_ep_dup_connect (seed 000) to the remote end of a connection whose wire is cut: the
+    """dat_ep_dup_connect(3DAT) to the remote end of a connection whose wire is cut: the
     request goes unanswered and the consumer's timeout ends it (TIMED_OUT); the connection it
     copied, idle, notices nothing, and an abrupt disconnect ends it at once."""
     b = remote()
@@ -112,7 +113,8 @@ def ep_toward_an_unknown_peer(k, link, netem):
 def test_a_host_that_does_not_answer_at_all_is_unreachable(link, remote, netem, kdat_module,
                                                            kernel_log):
     """Nothing answers, not even address resolution (the neighbour entry flushed, the wire cut):
-    the transport gives up before the consumer's long timeout (seed 000: UNREACHABLE)."""
+    the transport gives up before the consumer's long timeout (dat_ep_dup_connect(3DAT):
+    UNREACHABLE "When the Provider cannot reach the remote host")."""
     with Kdat() as k:
         evd, ep = ep_toward_an_unknown_peer(k, link, netem)
         t0 = time.monotonic()
@@ -131,7 +133,7 @@ def test_a_lost_address_lookup_is_asked_again_and_the_connect_goes_through(link,
     """The first address lookup's ARP exchanges are lost (the neighbour entries flushed, the wire
     cut for 2.5 s, longer than one lookup's 2 s): the lookup is asked again, and once the wire
     heals the connect is ESTABLISHED -- not UNREACHABLE at the first lookup's timeout.  (A lossy
-    wire loses an ARP request or reply now and then: the loss tests below met it.)"""
+    wire loses an ARP request or reply now and then, as in the loss tests below.)"""
     b = remote()
     port = next_port()
     b.m("psp_create", b.ia, b.crevd, port)
@@ -201,7 +203,7 @@ def test_a_fault_during_a_pending_graceful_disconnect_ends_it(link, peer, netem,
     connection is idle, then this side sends and disconnects gracefully, so its EP waits in
     DISCONNECT_PENDING for a send that cannot be answered.  The send completes (an error where
     the transport notices the loss), and the EP ends DISCONNECTED within the CM's retry limit,
-    the send first (seed 001)."""
+    the send first (dat_ep_disconnect(3DAT))."""
     port = next_port()
     peer.sh(f"insmod {guest.ECHO_KO} ia_name={link.netdev} listen_port={port}")
     try:

@@ -1,4 +1,4 @@
-"""Seed 004 (rdma_connect): "Connections established over iWARP RDMA devices currently require
+"""rdma_connect(3): "Connections established over iWARP RDMA devices currently require
 that the active side of the connection send the first message."  MPA (RFC 5044) forbids a
 responder's FPDU before the initiator's first one, and siw fails the initiator's connect if that
 FPDU arrives together with the MPA reply.  kdat's provider keeps the rule for its consumers: on

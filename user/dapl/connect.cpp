@@ -121,8 +121,8 @@ kdat::EpAttributes to_kdat(const DAT_EP_ATTR &attr, DAT_RETURN arg = DAT_INVALID
   k.max_rdma_read_out = static_cast<std::uint32_t>(attr.max_rdma_read_out);
   // DAT has no retry count in its EP attributes: DAPL's (IB_RC_RETRY_COUNT 7), which rxe counts
   // as "for ever".  kdat.ko's own default (6) makes rxe give up after six ACK timeouts without
-  // an ACK; on a loaded TCG guest rxe times out hundreds of times per dtest run (2026-11-28), and
-  // six in a row failed a write that libdaplofa's QPs would have carried.
+  // an ACK; on a loaded TCG guest rxe's ACK timer fires with no packet lost, and six in a row would
+  // fail a write that libdaplofa's QPs carry.
   k.retry_count = kDaplRetryCount;
   return k;
 }

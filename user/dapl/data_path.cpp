@@ -62,22 +62,24 @@ constexpr std::uint32_t kDefaultIov = 4;
 constexpr std::uint32_t kInlineData = 256;
 // Scatter/gather lists up to this long are built on the stack.
 constexpr DAT_COUNT kStackSges = 8;
-// Seed 004: on iWARP the active side of a connection sends the first message (MPA, RFC 5044: a
-// responder's FPDU must not precede the initiator's first one; siw fails the initiator's connect
-// if it arrives with the MPA reply).  A passive EP on iWARP therefore holds its requests until its
-// first receive completes, and posts them anyway after kFirstSendHold: a protocol whose passive
-// side speaks first breaks MPA's rule, and a hold must never become a hang.
+// rdma_connect(3): "Connections established over iWARP RDMA devices currently require that the
+// active side of the connection send the first message" (MPA, RFC 5044: a responder's FPDU must not
+// precede the initiator's first one; siw fails the initiator's connect if it arrives with the MPA
+// reply).  A passive EP on iWARP therefore holds its requests until its first receive completes,
+// and posts them anyway after kFirstSendHold: a protocol whose passive side speaks first breaks
+// MPA's rule, and a hold must never become a hang.
 constexpr auto kFirstSendHold = std::chrono::seconds(1);
 
-// Seed 001: a graceful disconnect lets the requests in flight complete, then the DREQ goes.  The
-// kernel cannot see a user QP's send queue, so it holds the DREQ (KDAT_CLOSE_HOLD_DREQ) until this
-// reports them done: every poll of the IA's CQs looks at the draining QPs, and evd_wait sleeps in
-// short slices while one drains (holding()), as for held first sends.  A request that never
-// completes (a send that a live peer never posts a receive for is retried for ever: DAPL's RNR
-// retry count of 7 means no limit) holds the DREQ until kDrainLimit passes without a request
-// completing; the requests still in flight then flush when it ends.  The limit counts from the
-// last completion, not the disconnect: a drain that makes progress, however slowly (megabytes
-// through rxe on a loaded machine), is not stuck.
+// dat_ep_disconnect(3DAT): in a graceful disconnect the requests in flight "must try to be
+// completed successfully first, before disconnect proceeds"; then the DREQ goes.  The kernel cannot
+// see a user QP's send queue, so it holds the DREQ (KDAT_CLOSE_HOLD_DREQ) until this reports them
+// done: every poll of the IA's CQs looks at the draining QPs, and evd_wait sleeps in short slices
+// while one drains (holding()), as for held first sends.  A request that never completes (a send
+// that a live peer never posts a receive for is retried for ever: DAPL's RNR retry count of 7 means
+// no limit) holds the DREQ until kDrainLimit passes without a request completing; the requests
+// still in flight then flush when it ends.  The limit counts from the last completion, not the
+// disconnect: a drain that makes progress, however slowly (megabytes through rxe on a loaded
+// machine), is not stuck.
 constexpr auto kDrainLimit = std::chrono::seconds(10);
 
 struct MrFreer {
@@ -446,8 +448,8 @@ class UserQueuePair final : public QueuePair {
         ud_mtu_(ud_mtu) {}
 
   // A post of one of DAT's operations (the DAT call's arguments in `r`).
-  // Inline into every caller: out of line, building its Request in memory and the call cost a
-  // post a twentieth of its instructions (callgrind, 2026-11-29: 452 against 428 inlined).
+  // Inline into every caller: out of line, building its Request in memory and the call add
+  // noticeably to the instructions of a post, the data path's hottest call.
   template <Op kOp>
   [[gnu::always_inline]] inline DAT_RETURN post(const Request &r);
   // dat_extension_op's arguments: the EP is 1, the operation 2 (dat_ib_extensions.h's macros).
@@ -1201,9 +1203,9 @@ DAT_RETURN UserQueuePair::post(const Request &r) {
       fail(DAT_MODEL_NOT_SUPPORTED);
   }
   const auto state = static_cast<unsigned>(endpoint_.state_inline());
-  // The state table says where each may be posted: receives before the connection and while
-  // a graceful disconnect drains (seed 001 stops only new sends, RDMA and binds then), not once
-  // it has ended; requests only while connected (kPostPermissions: its answers).
+  // The state table says where each may be posted: receives before the connection and while a
+  // graceful disconnect drains (dat_ep_disconnect(3DAT) stops only new sends, RDMA and binds then),
+  // not once it has ended; requests only while connected (kPostPermissions: its answers).
   const bool in_table = state < KDAT_EP_STATE_LIMIT;
   if constexpr (recv) {
     // An SRQ's EP takes its receives from the SRQ alone (dat_srq_post_recv), as over DAPL.
@@ -1561,8 +1563,8 @@ DAT_RETURN UserQueuePair::bind(Rmr &rmr, const Lmr *lmr, const DAT_LMR_TRIPLET &
 
 // A DAT post: the EP's handle checked first (a bad handle is DAT_INVALID_HANDLE whatever the
 // data path can do), then the request posted in the same function (inline: the post is the
-// whole cost of a data-path call; the compiler is told so, since it stopped doing it by itself
-// once post() grew).
+// whole cost of a data-path call; the compiler is told so, as post() is too large for it to
+// inline on its own).
 template <Op kOp>
 [[gnu::always_inline]] inline DAT_RETURN post_to(DAT_EP_HANDLE handle, const Request &r) {
   return guard([&]() __attribute__((always_inline))->DAT_RETURN {

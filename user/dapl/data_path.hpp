@@ -64,8 +64,8 @@ class QueuePair {
     return error(DAT_NOT_IMPLEMENTED);
   }
   // dat_ep_disconnect(graceful) of a CONNECTED EP.  With requests in flight: the EP goes
-  // DISCONNECT_PENDING, its DREQ held until they complete (seed 001), and true; false: nothing
-  // to wait for, the caller disconnects as usual.
+  // DISCONNECT_PENDING, its DREQ held until they complete (dat_ep_disconnect(3DAT)), and true;
+  // false: nothing to wait for, the caller disconnects as usual.
   virtual bool disconnect_after_requests() { return false; }
   // Posted receives / requests whose completions have not been taken from the CQ yet.
   [[nodiscard]] virtual std::size_t outstanding_recv() const { return 0; }
@@ -207,7 +207,7 @@ class DataPath {
   // Whether DTOs of `ep` posted to `evd`'s CQ have not completed yet (after a poll_completions:
   // once its QP is in ERR, their flushes are still to come).
   [[nodiscard]] virtual bool outstanding(const Ep &ep, Evd &evd) = 0;
-  // Whether some EP holds requests back (seed 004's first-message rule on iWARP): they are
+  // Whether some EP holds requests back (rdma_connect(3)'s first-message rule on iWARP): they are
   // released by a poll of any of the IA's EVDs, so a waiter sleeps in short slices meanwhile.
   [[nodiscard]] virtual bool holding() const { return false; }
   // `ep` is freed or reset: forget its outstanding DTOs.

@@ -166,12 +166,14 @@ std::size_t available(Evd &evd) {
   return queued(evd);
 }
 
-// Queues the DAT form of a kernel event just taken from `evd`.  libkdat moved the QP of an EP
-// that ended to ERR while taking it: the flushed DTOs of that EP on this EVD come first (seed
-// 001), so a DISCONNECTED never overtakes them on a shared EVD.  Those already in the CQ are
-// polled now; if some are still to come (rxe flushes from a tasklet), the DISCONNECTED -- and
-// every kernel event after it, to keep their order -- is held until they are in (release_held).
-// Holding instead of waiting here keeps evd_wait's timeout and evd_dequeue's "never blocks".
+// Queues the DAT form of a kernel event just taken from `evd`.  libkdat moved the QP of an EP that
+// ended to ERR while taking it: the flushed DTOs of that EP on this EVD come first, so a
+// DISCONNECTED never overtakes them on a shared EVD (dat_ep_disconnect(3DAT) puts "all successful
+// Completion events of in-progress DTOs" before the Disconnect Completion event; kdat puts flushed
+// ones there too).  Those already in the CQ are polled now; if some are still to come (rxe flushes
+// from a tasklet), the DISCONNECTED -- and every kernel event after it, to keep their order -- is
+// held until they are in (release_held).  Holding instead of waiting here keeps evd_wait's timeout
+// and evd_dequeue's "never blocks".
 void accept(Evd &evd, const kdat::Event &event) {
   DAT_EVENT translated{};
   translate(evd, event, translated);

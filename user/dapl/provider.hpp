@@ -278,8 +278,8 @@ struct Evd : Object {
   // evd_wait's fds to sleep on, kept for their capacity: a wait that sleeps allocates nothing
   // (one waiter at a time; it stays alive while it sleeps).
   std::vector<pollfd> wait_fds;
-  // Kernel events held back, in order, behind a DISCONNECTED whose EP still has DTOs on this
-  // EVD's CQ that its QP's ERR has not flushed yet: they are delivered first (seed 001).
+  // Kernel events held back, in order, behind a DISCONNECTED whose EP still has DTOs on this EVD's
+  // CQ that its QP's ERR has not flushed yet: they are delivered first (dat_ep_disconnect(3DAT)).
   struct Held {
     const Ep *ep = nullptr;  // whose flushes it waits for; null: none (or the EP was freed)
     DAT_EVENT event{};

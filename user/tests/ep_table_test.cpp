@@ -72,7 +72,7 @@ TEST(EpTable, QueriesNameTheStatesTheyMean) {
   EXPECT_EQ(states_where([](unsigned s) { return kdat_ep_state_allows(s, KDAT_EP_STIM_MODIFY); }),
             (S{KDAT_EP_UNCONNECTED, KDAT_EP_RESERVED, KDAT_EP_PASSIVE_CONNECTION_PENDING,
                KDAT_EP_TENTATIVE_CONNECTION_PENDING}));
-  // seed 000: dup_connect copies a connected EP's connection, and only that
+  // dat_ep_dup_connect(3DAT): dup_connect copies a "Connected local Endpoint", and only that
   EXPECT_EQ(
       states_where([](unsigned s) { return kdat_ep_state_allows(s, KDAT_EP_STIM_DUP_SOURCE); }),
       S{KDAT_EP_CONNECTED});

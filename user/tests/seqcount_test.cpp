@@ -95,8 +95,8 @@ TEST(Seqcount, StuckWriterIsAnError) {
 TEST(Seqcount, ConcurrentWriterNeverYieldsATornCopy) {
   // Every write makes all payload words equal to one counter; a torn copy would mix values.
   // The test ends on work done, not on a time slice: a busy host may give the reader little CPU
-  // in any fixed interval (CI once got 1 copy in 300 ms), so it reads until it has taken
-  // enough copies across enough of the writer's writes, with a deadline only as a backstop.
+  // in any fixed interval, so it reads until it has taken enough copies across enough of the
+  // writer's writes, with a deadline only as a backstop.
   FakeTable t(4);
   constexpr std::size_t words = sizeof(kdat_record) / 4;
   constexpr std::uint64_t wanted_copies = 500;

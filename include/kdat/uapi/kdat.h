@@ -375,8 +375,9 @@ struct kdat_ep_dup_connect {
 #define KDAT_CLOSE_ABRUPT	0u
 #define KDAT_CLOSE_GRACEFUL	1u
 /*
- * A user-QP EP's graceful disconnect (seed 001: its requests in flight
- * complete first).  The kernel cannot see the process's send queue, so
+ * A user-QP EP's graceful disconnect (dat_ep_disconnect(3DAT): its requests
+ * in flight "must try to be completed successfully first, before disconnect
+ * proceeds").  The kernel cannot see the process's send queue, so
  * GRACEFUL | HOLD_DREQ makes the EP DISCONNECT_PENDING and holds the DREQ
  * until the process reports those requests done with REQUESTS_DONE alone
  * (which does nothing once the EP has left DISCONNECT_PENDING or holds no

@@ -1,9 +1,9 @@
 /*
- * first_message: who sends first on a new connection (seed 004: over iWARP the active side of a
- * connection sends the first message).  The server accepts and posts a send at once, as dtest's
- * does; the client decides when, or whether, it sends.  Both print what happened as key=value
- * lines with times in seconds from their CONNECTED event; tests/wire/test_wire_first_message.py
- * judges them.
+ * first_message: who sends first on a new connection (rdma_connect(3): over iWARP "the active side
+ * of the connection send[s] the first message").  The server accepts and posts a send at once, as
+ * dtest's does; the client decides when, or whether, it sends.  Both print what happened as
+ * key=value lines with times in seconds from their CONNECTED event;
+ * tests/wire/test_wire_first_message.py judges them.
  *
  *   first_message server PROVIDER PORT
  *   first_message client PROVIDER SERVER_IP PORT speaks|silent|leaves

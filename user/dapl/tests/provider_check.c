@@ -178,8 +178,9 @@ static DAT_LMR_TRIPLET triplet(DAT_LMR_CONTEXT ctx, const void *at, DAT_VLEN len
   return t;
 }
 
-/* The data path between two EPs of this process: the client's DTOs complete on its own EVDs,
- * the server's receive EVD is also its connect EVD (flushes before DISCONNECTED, seed 001). */
+/* The data path between two EPs of this process: the client's DTOs complete on its own EVDs, the
+ * server's receive EVD is also its connect EVD (flushes before DISCONNECTED,
+ * dat_ep_disconnect(3DAT)). */
 /* An EP made with max_rdma_read_out 0 cannot have an RDMA read outstanding: posting one is
  * refused (DAT_INSUFFICIENT_RESOURCES) instead of being accepted and never completing. */
 static void rdma_read_out_zero(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL port,
@@ -247,9 +248,10 @@ static void rdma_read_out_zero(DAT_IA_HANDLE ia, DAT_IA_ADDRESS_PTR addr, DAT_CO
   dat_evd_free(conn);
 }
 
-/* Many receives outstanding when the peer ends the connection: the device flushes them one by
- * one after the QP enters ERR, some only after the DISCONNECTED is taken from the kernel -- all of
- * them still come first on a shared EVD, in the order they were posted (seed 001). */
+/* Many receives outstanding when the peer ends the connection: the device flushes them one by one
+ * after the QP enters ERR, some only after the DISCONNECTED is taken from the kernel -- all of them
+ * still come first on a shared EVD, in the order they were posted (dat_ep_disconnect(3DAT) puts
+ * "all successful Completion events of in-progress DTOs" first; kdat puts flushed ones first too). */
 #define FLUSH_MANY 48
 /* Connects c to the PSP on port, accepts with s: true if both EPs report ESTABLISHED (checked
  * under the prefix `tag`). */
@@ -668,13 +670,13 @@ out:
   dat_evd_free(c_conn);
 }
 
-/* Seed 001: "For graceful disconnect, all outstanding and in-progress request DTOs ... must try to
- * be completed successfully first, before disconnect proceeds."  The client posts GD_SENDS sends
- * of GD_BYTES each to a server with no receive posted yet (RNR: they stay in flight, the QPs retry
- * for ever) and disconnects gracefully.  Its EP stays DISCONNECT_PENDING and the server hears of no
- * disconnect while they wait; once the server posts its receives every send completes
- * successfully (none flushed by the connection's end) and lands whole, then both sides are
- * DISCONNECTED.  The client waits on its connect EVD only: the provider's wait looks after the
+/* dat_ep_disconnect(3DAT): "For graceful disconnect, all outstanding and in-progress request DTOs
+ * ... must try to be completed successfully first, before disconnect proceeds."  The client posts
+ * GD_SENDS sends of GD_BYTES each to a server with no receive posted yet (RNR: they stay in flight,
+ * the QPs retry for ever) and disconnects gracefully.  Its EP stays DISCONNECT_PENDING and the
+ * server hears of no disconnect while they wait; once the server posts its receives every send
+ * completes successfully (none flushed by the connection's end) and lands whole, then both sides
+ * are DISCONNECTED.  The client waits on its connect EVD only: the provider's wait looks after the
  * sends (libdaplofa's graceful disconnect moves the QP to ERR at once: they would flush). */
 #define GD_SENDS 8
 /* 64 packets each at rxe's 1 KiB MTU: many in flight, and little enough that the debug kernel

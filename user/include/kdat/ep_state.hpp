@@ -62,7 +62,7 @@ struct Step {
 [[nodiscard]] inline bool is_accepting(EpState state) {
   return kdat_ep_state_accepting(static_cast<unsigned>(state)) != 0;
 }
-// A graceful disconnect waits here for the EP's requests in flight (seed 001).
+// A graceful disconnect waits here for the EP's requests in flight (dat_ep_disconnect(3DAT)).
 [[nodiscard]] inline bool is_draining(EpState state) {
   return kdat_ep_state_draining(static_cast<unsigned>(state)) != 0;
 }

@@ -26,8 +26,8 @@
 //                  connect EVD -- before the event is handed to the application -- or when sync()
 //                  sees it.  Posted requests then complete with IBV_WC_WR_FLUSH_ERR in the CQs.
 // Graceful disconnect: the kernel cannot see a user QP's queues, so disconnect(graceful)'s
-// DISCONNECT_PENDING lasts only for the DREQ/DREP exchange.  For seed 001's order (the requests
-// in flight complete, then the DREQ), call disconnect_after_requests() instead and
+// DISCONNECT_PENDING lasts only for the DREQ/DREP exchange.  For dat_ep_disconnect(3DAT)'s order
+// (the requests in flight complete, then the DREQ), call disconnect_after_requests() instead and
 // requests_done() once their completions are in: the kernel holds the DREQ until then.
 //
 // UD (UserQpAttributes::ud, ABI 7; DAT's DAT_IB_SERVICE_TYPE_UD): the QP is a UD QP and the EP

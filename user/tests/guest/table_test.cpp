@@ -170,7 +170,7 @@ TEST(Kdatctl, WatchPrintsStateChangesAsJsonLines) {
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "kdatctl watch exit " << status;
-  // Every line is one JSON document (one python3 for all: a start per line took a minute).
+  // Every line is one JSON document (one python3 for all: a start per line is slow under TCG).
   const auto [rc, valid] =
       run("python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' " + out_file +
           " && echo ok");

@@ -36,8 +36,8 @@ using Clock = std::chrono::steady_clock;
 using Seconds = std::chrono::duration<double>;
 
 // Lateness that is not load: the call's overhead around the ioctl, a jiffy or two of timer
-// rounding (HZ 250: 4 ms each), the work item's own run.  Measured idle in the guest: under
-// 10 ms.  Same as timing.py's FLOOR_S.
+// rounding (HZ 250: 4 ms each), the work item's own run; idle in the guest, well under this.
+// Same as timing.py's FLOOR_S.
 inline constexpr Seconds kFloor = std::chrono::milliseconds(50);
 // How many times the control's lateness the measured operation may be late: it does more than
 // one wake-up (a timer, then a work item, then the waiter's wake).  Same as timing.py.

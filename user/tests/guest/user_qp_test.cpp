@@ -487,9 +487,10 @@ TEST(UserQp, AbruptDisconnectFlushesPostedReceivesOnBothSides) {
   EXPECT_NO_THROW(p.cep.disconnect(CloseMode::graceful));
 }
 
-// Seed 001's graceful order for a user QP: disconnect_after_requests() holds the DREQ while the
-// process's requests are in flight (here a send that waits for the peer's receive: RNR, retried
-// for ever), so the peer hears nothing and the send completes; requests_done() sends it.
+// dat_ep_disconnect(3DAT)'s graceful order for a user QP: disconnect_after_requests() holds the
+// DREQ while the process's requests are in flight (here a send that waits for the peer's receive:
+// RNR, retried for ever), so the peer hears nothing and the send completes; requests_done() sends
+// it.
 TEST(UserQp, DisconnectAfterRequestsHoldsTheDreqUntilRequestsDone) {
   Pair p;
   p.connect();

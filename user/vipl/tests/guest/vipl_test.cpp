@@ -1,6 +1,6 @@
-// vipl_guest_tests: the VIPL connection API (libvipl-kdat) against kdat.ko on Soft-RoCE, one
-// test per semantic of the VipConnectRequest seed (../shared/seeds/002_*) plus the server side,
-// the peer model and bad input.  Run by tests/guest/test_vipl.py; not part of ctest.
+// vipl_guest_tests: the VIPL connection API (libvipl-kdat) against kdat.ko on Soft-RoCE, one test
+// per semantic of VI-GM's VipConnectRequest documentation plus the server side, the peer model and
+// bad input.  Run by tests/guest/test_vipl.py; not part of ctest.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -653,9 +653,9 @@ TEST(Vipl, AcceptNeedsTheRequestersReliabilityLevel) {
   EXPECT_VIP(VIP_SUCCESS, client_side.get().result);
 }
 
-// Seed: "For Reliable Delivery and Reliable Reception, the VI transitions to the Error State
-// and any pending receive descriptors are marked as flushed."  The failure here is the peer
-// going away; there is no VipPostRecv (kdat has no user data path), so the flush itself is
+// VI-GM's VipConnectRequest: "For Reliable Delivery and Reliable Reception, the VI transitions to
+// the Error State and any pending receive descriptors are marked as flushed."  The failure here is
+// the peer going away; there is no VipPostRecv (kdat has no user data path), so the flush itself is
 // kdat's (its DISCONNECTED flush, tested with the kernel data path), not visible here.
 class ViplLostConnection : public ::testing::TestWithParam<VIP_RELIABILITY_LEVEL> {};
 
