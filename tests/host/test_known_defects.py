@@ -71,3 +71,22 @@ def test_check_kernel_log_takes_the_names_from_the_environment(tmp_path, allow, 
         assert "excused (rxe-completer-loss" in r.stderr
     if rc:
         assert f"kernel report(s) in {log}" in r.stderr
+
+
+# rxe-user-mr-page-info as a 6.12 guest's log shows it (the call trace shortened), and the same
+# warning from another caller, which the entry must not excuse
+PAGE_ALLOC_WARN = "[   27.60] WARNING: CPU: 0 PID: 200 at mm/page_alloc.c:4835 __alloc_pages_noprof+0x303/0x310"
+
+
+def _page_alloc_report(frame):
+    return ["[   27.50] ------------[ cut here ]------------", PAGE_ALLOC_WARN, "[   27.70] Call Trace:",
+            f"[   27.71]  {frame}", "[   27.80] ---[ end trace 0000000000000000 ]---"]
+
+
+def test_a_frame_bound_defect_is_excused_only_with_its_frame():
+    rxe = _page_alloc_report("rxe_mr_init_user+0xf5/0x2d0 [rdma_rxe]")
+    other = _page_alloc_report("kdat_ep_create+0x10/0x80 [kdat]")
+    kept, excused = known_defects.excuse(BEFORE + rxe + other, ["rxe-user-mr-page-info"])
+    assert [name for name, _ in excused] == ["rxe-user-mr-page-info"]
+    assert kept == BEFORE + other
+    assert reports(BEFORE + other, ["rxe-user-mr-page-info"])

@@ -16,21 +16,33 @@ END_TRACE = re.compile(r"---\[ end trace [0-9a-f]+ \]---")
 MAX_REPORT_LINES = 300      # a report whose end was lost (log wrapped) ends here
 
 
+class Defect:
+    """A report's first line (the one after "cut here") matches `first`, and, where `frame` is
+    given, one line of the report matches it too (a generic warning in the code of the defect)."""
+
+    def __init__(self, first, frame=None):
+        self.first, self.frame = re.compile(first), frame and re.compile(frame)
+
+    def matches(self, report):
+        return bool(self.first.search(report[0])) and \
+            (not self.frame or any(self.frame.search(line) for line in report[1:]))
+
+
 def load(path=DEFECTS_FILE):
-    """{name: compiled regex} of every defect the file lists."""
+    """{name: Defect} of every defect the file lists."""
     defects = {}
     with open(path) as f:
         for line in f:
             if not line.strip() or line.startswith("#"):
                 continue
-            name, regex, _what = line.rstrip("\n").split("\t", 2)
-            defects[name] = re.compile(regex)
+            name, first, frame, _what = line.rstrip("\n").split("\t", 3)
+            defects[name] = Defect(first, None if frame == "-" else frame)
     return defects
 
 
 def excuse(lines, names, defects=None):
     """(kept lines, [(name, the report's first line)]): each report that starts with "cut here"
-    and whose next line matches an allowed defect is removed through its "end trace" line."""
+    and matches an allowed defect is removed through its "end trace" line."""
     defects = load() if defects is None else defects
     unknown = [n for n in names if n not in defects]
     if unknown:
@@ -40,12 +52,12 @@ def excuse(lines, names, defects=None):
     i = 0
     while i < len(lines):
         if CUT_HERE in lines[i] and i + 1 < len(lines):
-            hit = next((n for n, r in allowed if r.search(lines[i + 1])), None)
+            end = i + 1
+            while end < len(lines) and end - i < MAX_REPORT_LINES and \
+                    not END_TRACE.search(lines[end]):
+                end += 1
+            hit = next((n for n, d in allowed if d.matches(lines[i + 1:end + 1])), None)
             if hit:
-                end = i + 1
-                while end < len(lines) and end - i < MAX_REPORT_LINES and \
-                        not END_TRACE.search(lines[end]):
-                    end += 1
                 excused.append((hit, lines[i + 1].strip()))
                 i = end + 1
                 continue
