@@ -37,14 +37,16 @@ def test_modprobe_loads_the_installed_module_and_udev_reads_its_rule(rdma, kerne
     if os.environ.get("KDAT_DEBUG_KERNEL") == "1":
         pytest.skip("the debug kernel is built without overlayfs, which this needs to install "
                     "into the read-only /lib/modules; Debian's kernel runs it")
-    if guest.module_loaded():
-        assert guest.unload_module().returncode == 0
     # depmod over every module of the kernel is slow over 9p: give it kdat and what
-    # kdat needs (rdma_cm and ib_core with their own dependencies, from the kernel's modules.dep)
+    # kdat needs (rdma_cm and ib_core with their own dependencies, from the kernel's modules.dep,
+    # which names them as installed: .ko, or .ko.xz where the kernel compresses its modules)
     with open(f"{moddir}/modules.dep") as f:
         deps = dict(line.rstrip("\n").split(":", 1) for line in f if ":" in line)
-    wanted, todo = set(), ["kernel/drivers/infiniband/core/rdma_cm.ko",
-                           "kernel/drivers/infiniband/core/ib_core.ko"]
+    core = {m: next((k for k in deps if re.fullmatch(rf"kernel/drivers/infiniband/core/{m}\.ko"
+                                                     r"(\.xz|\.zst|\.gz)?", k)), None)
+            for m in ("rdma_cm", "ib_core")}
+    assert all(core.values()), f"modules.dep names no {core}"
+    wanted, todo = set(), list(core.values())
     while todo:
         mod = todo.pop()
         if mod not in wanted:
@@ -53,10 +55,12 @@ def test_modprobe_loads_the_installed_module_and_udev_reads_its_rule(rdma, kerne
     up, work = tmp_path / "up", tmp_path / "work"
     up.mkdir()
     work.mkdir()
-    guest.run("mount", "-t", "overlay", "overlay", "-o",
-              f"lowerdir={moddir},upperdir={up},workdir={work}", moddir)
     rule = "/run/udev/rules.d/99-kdat.rules"
+    if guest.module_loaded():
+        assert guest.unload_module().returncode == 0
     try:
+        guest.run("mount", "-t", "overlay", "overlay", "-o",
+                  f"lowerdir={moddir},upperdir={up},workdir={work}", moddir)
         os.makedirs(f"{moddir}/updates", exist_ok=True)
         shutil.copy(guest.KMOD, f"{moddir}/updates/kdat.ko")
         guest.run("depmod", kver, f"{moddir}/updates/kdat.ko",
@@ -64,8 +68,7 @@ def test_modprobe_loads_the_installed_module_and_udev_reads_its_rule(rdma, kerne
         with open(f"{moddir}/modules.dep") as f:
             kdat_deps = [line.split(":", 1)[1].split() for line in f
                          if line.startswith("updates/kdat.ko:")]
-        assert kdat_deps and {"kernel/drivers/infiniband/core/rdma_cm.ko",
-                              "kernel/drivers/infiniband/core/ib_core.ko"} <= set(kdat_deps[0])
+        assert kdat_deps and set(core.values()) <= set(kdat_deps[0])
         guest.run("modprobe", "kdat")
         assert stat.S_ISCHR(os.stat(guest.DEV).st_mode)
         with open("/sys/module/kdat/version") as f:
