@@ -235,9 +235,11 @@ def test_a_kernel_server_that_greets_first_waits_for_the_client_on_iwarp_only(li
     assert here["dto_errors"] == "0" and there["dto_errors"] == "0", shown
     greet_sent, first_recv = int(there["greet_sent_ms"]), int(there["first_recv_ms"])
     first_post, greet_recv = int(here["first_post_ms"]), int(here["greet_recv_ms"])
-    # (delayed work counts whole jiffies from the next tick: up to one, 4 ms, early by ktime)
-    jiffy = 5
-    assert first_post >= delay_ms - jiffy and greet_recv >= 0 and greet_sent >= 0, shown
+    # The client waits out its delay by ktime.  The hold is a delayed work counted in jiffies,
+    # and a TCG guest that gets its ticks late catches several up at once (6 ms seen), so the
+    # hold may end that much early by ktime; 20 ms is still far from "not held" (about 0).
+    jiffy = 20
+    assert first_post >= delay_ms and greet_recv >= 0 and greet_sent >= 0, shown
     if link.name == "roce" or delay_ms > hold_ms:
         # nothing held (RoCE), or held until the limit: out before the client spoke
         assert greet_sent < first_recv and greet_recv < first_post, shown
