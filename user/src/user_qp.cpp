@@ -76,7 +76,7 @@ ibv_ah_attr to_ibv_ah_attr(const kdat_uqp_ah &ah) {
 
 // ---- Verbs ----------------------------------------------------------------------------------
 
-struct Verbs::Impl {
+struct [[gnu::visibility("hidden")]] Verbs::Impl {
   std::string name;
   ibv_context *context = nullptr;
   ibv_pd *pd = nullptr;
@@ -135,7 +135,7 @@ std::uint64_t MemoryRegion::address() const { return reinterpret_cast<std::uintp
 
 // ---- UserEndpoint ---------------------------------------------------------------------------
 
-struct UserEndpoint::Impl final : detail::UserQpHook {
+struct [[gnu::visibility("hidden")]] UserEndpoint::Impl final : detail::UserQpHook {
   std::shared_ptr<detail::DeviceState> state;
   ibv_cq *send_cq = nullptr;
   ibv_cq *recv_cq = nullptr;
