@@ -9,7 +9,10 @@
 #include <sys/eventfd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <list>
 #include <sstream>
@@ -18,6 +21,51 @@
 #include "devices.hpp"
 
 namespace kdat::dapl {
+
+// DAPL_KDAT_DEBUG set to anything but "" or "0": read once, the first time a call fails.
+static bool debug_wanted() {
+  static const bool wanted = [] {
+    const char *value = std::getenv("DAPL_KDAT_DEBUG");
+    return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
+  }();
+  return wanted;
+}
+
+void report_failure(const char *call, DAT_RETURN code, const char *reason) noexcept {
+  if (!debug_wanted()) return;
+  if (reason != nullptr) {  // libkdat's text names the DAT type and subtype already
+    const std::size_t len = std::strlen(call);
+    const bool named =
+        std::strncmp(reason, call, len) == 0 && (reason[len] == ':' || reason[len] == ' ');
+    std::fprintf(stderr, "libdaplkdat: %s%s%s\n", named ? "" : call, named ? "" : ": ", reason);
+    return;
+  }
+  const char *type = "?";
+  const char *subtype = "";
+  (void)dat_strerror(code, &type, &subtype);
+  if (subtype != nullptr && subtype[0] != '\0')
+    std::fprintf(stderr, "libdaplkdat: %s: %s (%s)\n", call, type, subtype);
+  else
+    std::fprintf(stderr, "libdaplkdat: %s: %s\n", call, type);
+}
+
+void report_unusable(const kdat::Error &error) noexcept {
+  switch (error.sys_errno()) {
+    case ENOENT:
+    case ENODEV:
+    case ENXIO:  // no node, or no module behind it
+    case EACCES:
+    case EPERM:  // the node's mode and group
+    case ENOTTY:
+    case E2BIG:  // a module older than libkdat, or a node that is not kdat's
+      break;
+    default: return;
+  }
+  static std::atomic_flag said = ATOMIC_FLAG_INIT;
+  if (said.test_and_set()) return;
+  std::fprintf(stderr, "libdaplkdat: no IA can be opened: %s\n", error.what());
+}
+
 namespace {
 
 std::list<Instance> &instances() {
@@ -371,14 +419,19 @@ Ia &open_ia(const char *name) {
   // One open file per device path: see KernelFile.  Under the provider lock.
   static std::unordered_map<std::string, std::weak_ptr<KernelFile>> files;
   std::shared_ptr<KernelFile> file = files[params.device].lock();
-  if (!file) {
-    file = std::make_shared<KernelFile>(params.device);
-    files[params.device] = file;
+  try {
+    if (!file) {
+      file = std::make_shared<KernelFile>(params.device);
+      files[params.device] = file;
+    }
+    auto object = std::make_shared<Ia>(inst, std::move(file), params.interface, params.pdata);
+    Ia &ia = *object;
+    publish(inst, DAT_HANDLE_TYPE_IA, std::move(object));
+    return ia;
+  } catch (const kdat::Error &e) {
+    report_unusable(e);
+    throw;
   }
-  auto object = std::make_shared<Ia>(inst, std::move(file), params.interface, params.pdata);
-  Ia &ia = *object;
-  publish(inst, DAT_HANDLE_TYPE_IA, std::move(object));
-  return ia;
 }
 
 void close_ia(Ia &ia) {
@@ -512,8 +565,8 @@ extern "C" {
 
 // Called by the registry for each dat.conf line naming this library, at the first dat_ia_open
 // of that IA name and again at the next open after the last dat_ia_close (which calls
-// dat_provider_fini and dlclose).  The library is not really unloaded then (its C++ runtime
-// symbols make it NODELETE), so an Instance may already exist: it is registered again.
+// dat_provider_fini and dlclose).  The library is not unloaded then (it is linked -z nodelete),
+// so an Instance may already exist: it is registered again.
 __attribute__((visibility("default"))) void dat_provider_init(const DAT_PROVIDER_INFO *info,
                                                               const char *instance_data) {
   if (info == nullptr) return;

@@ -456,20 +456,38 @@ void drop_child(Object &object);
 
 // ---- helpers
 
+// Why a call failed, for the person running the program (provider.cpp).  Out of line and cold:
+// the entry points pay for them only when they fail.
+//   report_failure: the reason behind every failed call, on stderr when DAPL_KDAT_DEBUG asks.
+//   report_unusable: a reason no program can work past (no kdat module, no permission on the
+//   device node, a module that does not speak libkdat's ABI), on stderr once per process.
+[[gnu::cold, gnu::noinline]] void report_failure(const char *call, DAT_RETURN code,
+                                                 const char *reason) noexcept;
+[[gnu::cold, gnu::noinline]] void report_unusable(const kdat::Error &error) noexcept;
+
 // The C boundary: runs `body`, mapping Failure, kdat::Error and allocation failure to a
-// DAT_RETURN.  Never lets an exception out.  Always inline: it is every entry point's frame
-// (the data path's posts must stay one function; see post_to).
+// DAT_RETURN, and reports why (report_failure; `call` is the entry point's name).  Never lets an
+// exception out.  Always inline: it is every entry point's frame (the data path's posts must stay
+// one function; see post_to).
 template <typename Body>
-[[gnu::always_inline]] inline DAT_RETURN guard(Body &&body) noexcept {
+[[gnu::always_inline]] inline DAT_RETURN guard(Body &&body,
+                                               const char *call = __builtin_FUNCTION()) noexcept {
   try {
     return body();
   } catch (const Failure &f) {
+    report_failure(call, f.code, nullptr);
     return f.code;
   } catch (const kdat::Error &e) {
+    report_failure(call, e.code().value, e.what());
     return e.code().value;
   } catch (const std::bad_alloc &) {
+    report_failure(call, error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY), "out of memory");
     return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+  } catch (const std::exception &e) {
+    report_failure(call, error(DAT_INTERNAL_ERROR), e.what());
+    return error(DAT_INTERNAL_ERROR);
   } catch (...) {
+    report_failure(call, error(DAT_INTERNAL_ERROR), "an unknown exception");
     return error(DAT_INTERNAL_ERROR);
   }
 }

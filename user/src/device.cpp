@@ -14,7 +14,13 @@ namespace kdat {
 namespace detail {
 
 void throw_errno(int err, const char *what) {
-  throw Error(dat_from_errno(err), std::string(what) + ": " + std::strerror(err));
+  // The kernel refuses a command it does not know, or a struct longer than it knows with a
+  // non-zero tail: libkdat is newer than the module, or the file is not kdat's.
+  const bool abi = err == ENOTTY || err == E2BIG;
+  throw Error(dat_from_errno(err), std::string(what) + ": " + std::strerror(err), err,
+              abi ? "is this kdat's /dev/kdat, and is the loaded kdat.ko as new as libkdat? "
+                    "'kdatctl version' shows both"
+                  : "");
 }
 
 void throw_null_handle(std::uint32_t subtype, const char *what) {
@@ -69,11 +75,11 @@ std::string open_advice(int err) {
     case ENOENT:
     case ENODEV:
     case ENXIO:
-      return " (is the kdat module loaded? 'modprobe kdat' loads it; 'lsmod | grep kdat' shows it)";
+      return "is the kdat module loaded? 'modprobe kdat' loads it; 'lsmod | grep kdat' shows it";
     case EACCES:
     case EPERM:
-      return " (the node's mode and group decide who may open it: see 'ls -l /dev/kdat' and "
-             "kdat's udev rule, or run as root)";
+      return "the node's mode and group decide who may open it: see 'ls -l /dev/kdat' and "
+             "kdat's udev rule, or run as root";
     default: return "";
   }
 }
@@ -84,7 +90,8 @@ Device::Device(const std::string &path) {
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
   if (fd.get() < 0) {
     const int err = errno;
-    throw Error(dat_from_errno(err), "open " + path + ": " + std::strerror(err) + open_advice(err));
+    throw Error(dat_from_errno(err), "open " + path + ": " + std::strerror(err), err,
+                open_advice(err));
   }
   state_ = std::make_shared<detail::DeviceState>(std::move(fd));
 }

@@ -1,5 +1,6 @@
 #include <kdat/ia.hpp>
 #include <kdat/names.hpp>
+#include <string>
 #include <utility>
 
 #include "detail.hpp"
@@ -16,7 +17,9 @@ Ia::Ia(const Device &device, std::string_view name, PrivateData format) : state_
                 "ia_open: name too long");
   }
   name.copy(arg.name, name.size());
-  detail::ioctl_checked(state_->file.get(), KDAT_IOC_IA_OPEN, arg, "ia_open");
+  // The name in the text: the netdev or address the kernel did not find is the usual reason.
+  const std::string what = "ia_open " + std::string(name);
+  detail::ioctl_checked(state_->file.get(), KDAT_IOC_IA_OPEN, arg, what.c_str());
   handle_ = arg.ia;
 }
 

@@ -17,7 +17,7 @@ namespace {
 
 [[noreturn]] void throw_verbs(int err, const std::string &what) {
   throw Error({KDAT_DAT_CLASS_ERROR | KDAT_DAT_INSUFFICIENT_RESOURCES},
-              what + ": " + std::strerror(err));
+              what + ": " + std::strerror(err), err);
 }
 
 ibv_qp_attr to_ibv(const kdat_uqp_attr &k) {
@@ -76,7 +76,7 @@ ibv_ah_attr to_ibv_ah_attr(const kdat_uqp_ah &ah) {
 
 // ---- Verbs ----------------------------------------------------------------------------------
 
-struct Verbs::Impl {
+struct [[gnu::visibility("hidden")]] Verbs::Impl {
   std::string name;
   ibv_context *context = nullptr;
   ibv_pd *pd = nullptr;
@@ -98,7 +98,7 @@ Verbs::Verbs(const Ia &ia) : impl_(std::make_unique<Impl>()) {
   ibv_free_device_list(list);
   if (impl_->context == nullptr) {
     throw Error({KDAT_DAT_CLASS_ERROR | KDAT_DAT_PROVIDER_NOT_FOUND},
-                "verbs: cannot open " + impl_->name + ": " + std::strerror(err));
+                "verbs: cannot open " + impl_->name + ": " + std::strerror(err), err);
   }
   impl_->pd = ibv_alloc_pd(impl_->context);
   if (impl_->pd == nullptr) throw_verbs(errno, "ibv_alloc_pd");
@@ -135,7 +135,7 @@ std::uint64_t MemoryRegion::address() const { return reinterpret_cast<std::uintp
 
 // ---- UserEndpoint ---------------------------------------------------------------------------
 
-struct UserEndpoint::Impl final : detail::UserQpHook {
+struct [[gnu::visibility("hidden")]] UserEndpoint::Impl final : detail::UserQpHook {
   std::shared_ptr<detail::DeviceState> state;
   ibv_cq *send_cq = nullptr;
   ibv_cq *recv_cq = nullptr;
@@ -192,7 +192,7 @@ struct UserEndpoint::Impl final : detail::UserQpHook {
     const int rc = ibv_modify_qp(qp, &attr, static_cast<int>(arg.attr_mask));
     if (rc != 0) {
       throw Error({KDAT_DAT_CLASS_ERROR | KDAT_DAT_INTERNAL_ERROR},
-                  "ibv_modify_qp to " + std::to_string(qp_state) + ": " + std::strerror(rc));
+                  "ibv_modify_qp to " + std::to_string(qp_state) + ": " + std::strerror(rc), rc);
     }
     known = static_cast<ibv_qp_state>(qp_state);
   }

@@ -1,4 +1,4 @@
-// Names and text forms: events, record states, addresses, JSON escaping.
+// Names and text forms: events, record states, addresses.
 #include <gtest/gtest.h>
 #include <kdat/ep_table.h>
 
@@ -40,25 +40,6 @@ TEST(Names, FixedStringsNeedNoTerminator) {
   EXPECT_EQ(kdat::fixed_string(full), "abcd");
   const char shorter[4] = {'x', '\0', 'y', 'z'};
   EXPECT_EQ(kdat::fixed_string(shorter), "x");
-}
-
-TEST(Json, EscapesQuotesBackslashesAndControls) {
-  EXPECT_EQ(kdat::json_escape("plain"), "plain");
-  EXPECT_EQ(kdat::json_escape("a\"b\\c"), "a\\\"b\\\\c");
-  EXPECT_EQ(kdat::json_escape("\n\t\r"), "\\n\\t\\r");
-  EXPECT_EQ(kdat::json_escape(std::string_view("\x01\x1f\x7f", 3)), "\\u0001\\u001f\\u007f");
-  EXPECT_EQ(kdat::json_escape(std::string_view("a\0b", 3)), "a\\u0000b");
-  EXPECT_EQ(kdat::json_string("x"), "\"x\"");
-}
-
-TEST(Json, KeepsValidUtf8AndEscapesInvalidBytes) {
-  EXPECT_EQ(kdat::json_escape("caf\xc3\xa9"), "caf\xc3\xa9");
-  EXPECT_EQ(kdat::json_escape("\xe2\x82\xac"), "\xe2\x82\xac");          // euro sign
-  EXPECT_EQ(kdat::json_escape("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");  // 4-byte form
-  EXPECT_EQ(kdat::json_escape("\xff"), "\\u00ff");
-  EXPECT_EQ(kdat::json_escape("\xc3"), "\\u00c3");                        // truncated sequence
-  EXPECT_EQ(kdat::json_escape("\xc0\xaf"), "\\u00c0\\u00af");             // overlong '/'
-  EXPECT_EQ(kdat::json_escape("\xed\xa0\x80"), "\\u00ed\\u00a0\\u0080");  // a surrogate
 }
 
 TEST(Address, ParseAndFormat) {

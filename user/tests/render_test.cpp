@@ -11,6 +11,7 @@
 
 #include "devices.hpp"
 #include "fake_table.hpp"
+#include "json.hpp"
 
 namespace {
 
@@ -207,6 +208,25 @@ std::vector<std::string> fake_addresses(const std::string &netdev) {
 void write_file(const std::filesystem::path &p, const std::string &text) {
   std::filesystem::create_directories(p.parent_path());
   std::ofstream(p) << text << "\n";
+}
+
+TEST(Json, EscapesQuotesBackslashesAndControls) {
+  EXPECT_EQ(kdatctl::json_escape("plain"), "plain");
+  EXPECT_EQ(kdatctl::json_escape("a\"b\\c"), "a\\\"b\\\\c");
+  EXPECT_EQ(kdatctl::json_escape("\n\t\r"), "\\n\\t\\r");
+  EXPECT_EQ(kdatctl::json_escape(std::string_view("\x01\x1f\x7f", 3)), "\\u0001\\u001f\\u007f");
+  EXPECT_EQ(kdatctl::json_escape(std::string_view("a\0b", 3)), "a\\u0000b");
+  EXPECT_EQ(kdatctl::json_string("x"), "\"x\"");
+}
+
+TEST(Json, KeepsValidUtf8AndEscapesInvalidBytes) {
+  EXPECT_EQ(kdatctl::json_escape("caf\xc3\xa9"), "caf\xc3\xa9");
+  EXPECT_EQ(kdatctl::json_escape("\xe2\x82\xac"), "\xe2\x82\xac");          // euro sign
+  EXPECT_EQ(kdatctl::json_escape("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");  // 4-byte form
+  EXPECT_EQ(kdatctl::json_escape("\xff"), "\\u00ff");
+  EXPECT_EQ(kdatctl::json_escape("\xc3"), "\\u00c3");                        // truncated sequence
+  EXPECT_EQ(kdatctl::json_escape("\xc0\xaf"), "\\u00c0\\u00af");             // overlong '/'
+  EXPECT_EQ(kdatctl::json_escape("\xed\xa0\x80"), "\\u00ed\\u00a0\\u0080");  // a surrogate
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include <kdat/names.hpp>
 #include <memory>
 
+#include "json.hpp"
+
 namespace kdatctl {
 
 namespace fs = std::filesystem;
@@ -108,13 +110,13 @@ void render_ports_json(std::ostream &out, const std::vector<PortInfo> &ports) {
   out << "{\"ports\":[";
   bool first = true;
   for (const auto &p : ports) {
-    out << (first ? "" : ",") << "\n {\"device\":" << kdat::json_string(p.device)
-        << ",\"port\":" << p.port << ",\"state\":" << kdat::json_string(p.state)
-        << ",\"link_layer\":" << kdat::json_string(p.link_layer)
-        << ",\"netdev\":" << (p.netdev.empty() ? "null" : kdat::json_string(p.netdev))
+    out << (first ? "" : ",") << "\n {\"device\":" << json_string(p.device)
+        << ",\"port\":" << p.port << ",\"state\":" << json_string(p.state)
+        << ",\"link_layer\":" << json_string(p.link_layer)
+        << ",\"netdev\":" << (p.netdev.empty() ? "null" : json_string(p.netdev))
         << ",\"addresses\":[";
     for (std::size_t i = 0; i < p.addresses.size(); ++i) {
-      out << (i ? "," : "") << kdat::json_string(p.addresses[i]);
+      out << (i ? "," : "") << json_string(p.addresses[i]);
     }
     out << "]}";
     first = false;

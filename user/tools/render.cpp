@@ -8,9 +8,10 @@
 #include <kdat/types.hpp>
 #include <map>
 
+#include "json.hpp"
+
 namespace kdatctl {
 
-using kdat::json_string;
 using kdat::Record;
 
 namespace {

@@ -95,7 +95,9 @@ class Endpoint {
   void free();
 
  private:
-  Endpoint(std::shared_ptr<detail::DeviceState> state, std::uint32_t handle);
+  // Made inside libkdat only, from its internals: not exported.
+  [[gnu::visibility("hidden")]] Endpoint(std::shared_ptr<detail::DeviceState> state,
+                                         std::uint32_t handle);
   // The hot path of state(): three words of the record (its address is fixed for the file's
   // life); false if the record is being written (or there is none).
   [[nodiscard]] bool try_state(EpState &out) const {

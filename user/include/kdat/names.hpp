@@ -1,4 +1,4 @@
-// Names and text forms for what the kernel reports: events, table records, JSON strings.
+// Names and text forms for what the kernel reports: events, table records.
 // Pure functions, thread-safe.
 #pragma once
 
@@ -34,12 +34,5 @@ template <std::size_t N>
   while (len < N && chars[len] != '\0') ++len;
   return std::string(chars, len);
 }
-
-// The body of a JSON string literal for arbitrary bytes: quotes, backslashes and control
-// characters escaped; bytes that are not valid UTF-8 become \u00XX of the byte (so the output
-// is always valid JSON, if lossy for such bytes).
-[[nodiscard]] std::string json_escape(std::string_view text);
-// json_escape with the surrounding quotes.
-[[nodiscard]] std::string json_string(std::string_view text);
 
 }  // namespace kdat

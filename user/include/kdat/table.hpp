@@ -198,7 +198,9 @@ class ObjectTable {
   }
 
  private:
-  ObjectTable(std::shared_ptr<detail::DeviceState> state, MappedRegion region);
+  // Made inside libkdat only, from its internals: not exported.
+  [[gnu::visibility("hidden")]] ObjectTable(std::shared_ptr<detail::DeviceState> state,
+                                            MappedRegion region);
   std::shared_ptr<detail::DeviceState> state_;
   MappedRegion region_;
   TableView view_;

@@ -27,9 +27,11 @@ LD_LIBRARY_PATH=$libdir "$tmp/vipl_connect" 2>"$tmp/err" || status=$?
 test "$status" = 2 || { echo "vipl_connect without arguments exited $status, not 2" >&2; exit 1; }
 grep -q usage "$tmp/err" || { echo "no usage text" >&2; exit 1; }
 
-# Exported functions: the Vip* calls and the vipl_kdat_* extensions only.
+# Exported functions: the Vip* calls and the vipl_kdat_* extensions only, in VIPL_KDAT_0.
 others=$(nm -D --defined-only "$lib" | awk '$2 == "T" { print $3 }' |
-	grep -v -e '^Vip' -e '^vipl_kdat_' -e '^_init$' -e '^_fini$' || true)
+	grep -v -e '^Vip[A-Za-z]*@@VIPL_KDAT_0$' -e '^vipl_kdat_[a-z_]*@@VIPL_KDAT_0$' \
+		-e '^_init$' -e '^_fini$' || true)
 test -z "$others" || { echo "libvipl-kdat exports more than VIPL: $others" >&2; exit 1; }
-nm -D --defined-only "$lib" | grep -q ' T VipConnectRequest$' || { echo "no VipConnectRequest" >&2; exit 1; }
+nm -D --defined-only "$lib" | grep -q ' T VipConnectRequest@@VIPL_KDAT_0$' ||
+	{ echo "no VipConnectRequest@@VIPL_KDAT_0" >&2; exit 1; }
 echo "installed VIPL OK"
