@@ -10,6 +10,7 @@ import pytest
 
 from kdat_harness.dat import (client, connect_pair, expect_dat_error, host_addr, kdat_files, next_port,  # noqa: F401
                               server)
+from kdat_harness.guest import OneCpu
 from kdat_harness.table import Table
 
 TRACING = "/sys/kernel/tracing"
@@ -29,7 +30,13 @@ def _write(name, value):
 
 @pytest.fixture
 def trace(kdat_module):
-    """events/kdat enabled on an empty buffer for one test; returns a reader of the lines so far."""
+    """events/kdat enabled on an empty buffer for one test; returns a reader of the lines so far.
+    The whole test runs on one CPU: enabling and disabling events patches kernel text (OneCpu)."""
+    with OneCpu():
+        yield from _trace()
+
+
+def _trace():
     if not os.path.exists(os.path.join(TRACING, "trace")):
         subprocess.run(["mount", "-t", "tracefs", "nodev", TRACING], check=True)
     assert os.path.isdir(os.path.join(TRACING, "events", "kdat")), "kdat.ko registered no events"

@@ -297,3 +297,34 @@ class Device:
 __all__ = ["Device", "KernelLog", "UAPI", "close_all_open", "errno", "holdings", "in_guest",
            "load_module", "module_loaded", "orphans", "rdma_up", "refcnt", "release_raw", "run",
            "track", "unload_module", "untrack", "who_keeps_kdat_loaded"]
+
+
+class OneCpu:
+    """A context in which only CPU 0 is online (tcg-text-poke-int3).  Enabling or disabling a trace
+    event patches kernel text (jump labels, through int3: text_poke_bp); in a TCG guest with a
+    second vCPU running, that vCPU can still execute the int3 after the patch is over, and 6.12
+    dies of "Oops: int3" in ttwu_do_activate (a generic event toggled in a loop kills a 6.12
+    guest within seconds; with one CPU online, 2,000 toggles pass).  Tracing tests patch with the
+    other CPUs offline and bring them back after."""
+
+    def __init__(self):
+        self.offlined = []
+
+    def __enter__(self):
+        base = "/sys/devices/system/cpu"
+        for name in sorted(os.listdir(base)):
+            path = os.path.join(base, name, "online")
+            if re.fullmatch(r"cpu[1-9]\d*", name) and os.path.exists(path):
+                with open(path) as f:
+                    if f.read().strip() != "1":
+                        continue
+                with open(path, "w") as f:
+                    f.write("0")
+                self.offlined.append(path)
+        return self
+
+    def __exit__(self, *exc):
+        for path in reversed(self.offlined):
+            with open(path, "w") as f:
+                f.write("1")
+        self.offlined = []
