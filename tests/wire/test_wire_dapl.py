@@ -460,8 +460,9 @@ def test_dapltest_over_kdat_passes_under_1_percent_loss_and_ends_by_itself_under
     threads wait for their connections with no timeout (DT_cr_event_wait): dapltest's protocol,
     with any provider (libdaplofa with libdaplofa too; README).  The iterations keep the lossy
     part the bulk of each run (with too few, dapltest is over before the loss begins); netem must
-    have dropped packets in both halves."""
-    halves, rerun = [("loss 1%", 50, 180), ("loss 10%", 30, 240)], set()
+    have dropped packets in both halves (a half that passed with none dropped runs again, up to
+    twice)."""
+    halves, rerun, lossless = [("loss 1%", 50, 180), ("loss 10%", 30, 240)], set(), {}
     while halves:
         spec, iterations, timeout = halves.pop(0)
         applied, drops = [], []
@@ -487,6 +488,13 @@ def test_dapltest_over_kdat_passes_under_1_percent_loss_and_ends_by_itself_under
         assert applied, (
             f"dapltest ended before its test threads' EPs existed, on a clean wire (no {spec} "
             f"applied yet; {tcp})\n" + _show("server", *server) + "\n" + _show("client", *client))
+        if ok and drops and sum(drops[0]) == 0 and lossless.get(spec, 0) < 2:
+            # A run that passed with nothing dropped says nothing about loss (seen once, on 6.12,
+            # cause not found; a run drops some 30-60 packets at 1%): it runs again, up to twice.
+            lossless[spec] = lossless.get(spec, 0) + 1
+            print(f"{spec}: netem dropped nothing in this run: once more")
+            halves.insert(0, (spec, iterations, timeout))
+            continue
         assert drops and sum(drops[0]) > 0, (
             f"netem dropped nothing while dapltest ran under {spec}: dropped {drops}\n"
             + _show("server", *server) + "\n" + _show("client", *client))
