@@ -9,7 +9,7 @@ import threading
 import time
 
 from kdat_harness import KDATCTL
-from kdat_harness.dat import (client, connect_pair, host_addr, kdat_files,  # noqa: F401
+from kdat_harness.dat import (client, connect_pair, host_addr, kd, kdat_files,  # noqa: F401
                               next_port, server, side)
 from kdat_harness.timing import FLOOR_S, LOAD_FACTOR, SleepControl
 
@@ -112,6 +112,11 @@ class Watch:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def wakeups(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f
+                        if line.startswith("voluntary_ctxt_switches"))
+
     def stop(self):
         self.proc.terminate()
         _, err = self.proc.communicate(timeout=30)
@@ -123,10 +128,12 @@ def test_watch_is_woken_by_a_change_and_sleeps_while_idle(client):
     try:
         w.until(lambda x: x.get("handle") == client.ia and x["change"] == "new")
         time.sleep(0.5)                      # its start-up work done
-        cpu0 = w.cpu_s()
+        cpu0, wake0 = w.cpu_s(), w.wakeups()
         time.sleep(3)
-        idle_cpu = w.cpu_s() - cpu0
-        # A 200 ms poll read every table 15 times here; a wait costs nothing until a change.
+        idle_cpu, idle_wakeups = w.cpu_s() - cpu0, w.wakeups() - wake0
+        # A 200 ms poll would wake 15 times here and read every table each time; the wait wakes
+        # once a second (its slice, for signals) and reads nothing.
+        assert idle_wakeups <= 6, f"an idle watch woke {idle_wakeups} times in 3 s"
         assert idle_cpu <= 0.02, f"an idle watch used {idle_cpu:.3f} s of CPU in 3 s"
         delays = []
         for _ in range(3):                   # up to three attempts, as the timing tests make
@@ -140,8 +147,8 @@ def test_watch_is_woken_by_a_change_and_sleeps_while_idle(client):
             bound = FLOOR_S + LOAD_FACTOR * ctl.lateness()
             if delays[-1] <= bound:
                 break
-        print(f"watch: idle CPU {idle_cpu:.3f} s in 3 s; change reported after "
-              f"{', '.join(f'{d * 1000:.1f}' for d in delays)} ms (bound {bound * 1000:.1f} ms)")
+        print(f"watch: idle CPU {idle_cpu:.3f} s, {idle_wakeups} wake-ups in 3 s; change "
+              f"reported after {', '.join(f'{d * 1000:.1f}' for d in delays)} ms (bound {bound * 1000:.1f} ms)")
         assert delays[-1] <= bound, (delays, bound)
         client.k.ep_free(ep)
         at, line = w.until(lambda x: x.get("handle") == ep and x["change"] == "freed")
@@ -158,3 +165,53 @@ def test_watch_duration_and_count_end_it(kdat_module):
     took = time.monotonic() - start
     assert 1.5 <= took < 10, took
     subprocess.run([KDATCTL, "watch", "-c", "1"], check=True, timeout=30, capture_output=True)
+
+
+# ---- the two commands under kdatctl, as the ABI has them ------------------------------------
+
+def test_dev_counters_lists_the_module_then_each_device_and_refuses_an_unknown_number(kd, rdma):
+    from kdat_harness.dat import DAT, dat_type
+    module = kd.call("dev_counters", device=0)
+    assert module.status == DAT["DAT_SUCCESS"] and module.name == b"" and module.next >= 1
+    names, number = {}, module.next
+    while number:
+        r = kd.call("dev_counters", device=number)
+        assert r.status == DAT["DAT_SUCCESS"] and (r.next == 0 or r.next > number), r.next
+        names[r.name.decode()] = number
+        number = r.next
+    assert rdma["KDAT_TEST_IBDEV"] in names, names
+    gone = kd.call("dev_counters", device=0xFFFF)
+    assert dat_type(gone.status) == DAT["DAT_INVALID_PARAMETER"], hex(gone.status)
+    assert dat_type(kd.call("dev_counters", device=0xFFFFFFFF).status) == \
+        DAT["DAT_INVALID_PARAMETER"]
+
+
+def test_table_wait_returns_the_count_at_once_times_out_and_wakes_on_a_change(kd, rdma):
+    from kdat_harness.dat import DAT, dat_type
+    now = kd.call("table_wait", changes=0, timeout_us=0)
+    assert now.status == DAT["DAT_SUCCESS"] and now.changes >= 1
+    start = time.monotonic()
+    idle = kd.call("table_wait", changes=2**64 - 1, timeout_us=0)   # a count never seen: at once
+    assert idle.status == DAT["DAT_SUCCESS"]
+    still = kd.call("table_wait", changes=idle.changes, timeout_us=200_000)
+    took = time.monotonic() - start
+    if still.status == DAT["DAT_SUCCESS"]:      # something else in the guest wrote a record
+        assert still.changes != idle.changes
+    else:
+        assert dat_type(still.status) == DAT["DAT_TIMEOUT_EXPIRED"], hex(still.status)
+        assert still.changes == idle.changes and took >= 0.2, took
+    seen = kd.call("table_wait", changes=0, timeout_us=0).changes
+    woke = {}
+
+    def waiter():
+        woke["r"] = kd.call("table_wait", changes=seen, timeout_us=20_000_000)
+        woke["at"] = time.monotonic()
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.3)
+    made = time.monotonic()
+    ia = kd.ia_open(host_addr())
+    t.join(timeout=30)
+    kd.ia_close(ia)
+    assert woke["r"].status == DAT["DAT_SUCCESS"] and woke["r"].changes > seen
+    assert woke["at"] - made < 5, woke["at"] - made
