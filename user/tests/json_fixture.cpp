@@ -24,6 +24,7 @@ int main(int argc, char **argv) {
   cr.handle = 0x10002;
   cr.type = KDAT_REC_CR;
   cr.state = 77;  // not a defined CR state
+  cr.owner = 0x10003;
   t.write(2, cr);
   const auto snap = kdat::TableView(t.data(), t.size()).snapshot(true);
   // A device name that is not UTF-8 either.

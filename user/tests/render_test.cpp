@@ -108,6 +108,24 @@ TEST(Render, DiffReportsNewChangedAndFreedByHandleAndSeq) {
   EXPECT_EQ(changed, 1);
   EXPECT_EQ(freed, 1);
 
+  // A new object's first record (handle and type only) is not there until the kernel fills it.
+  auto bare = ep_record(0x10004, 0, 0);
+  bare.owner = 0;
+  t.write(4, bare);
+  const auto half = snapshot_of(t);
+  EXPECT_TRUE(kdatctl::diff(after, half).empty());
+  bare.owner = 0x10009;
+  t.write(4, bare);
+  const auto whole = kdatctl::diff(half, snapshot_of(t));
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].kind, kdatctl::Change::Kind::created);
+  kdat_record bare_ia{};
+  bare_ia.handle = 0x10005;
+  bare_ia.type = KDAT_REC_IA;
+  EXPECT_FALSE(kdatctl::filled(bare_ia));
+  EXPECT_TRUE(kdatctl::filled(ia_record(0x10005)));
+  t.write(4, kdat_record{});
+
   // A rewrite with the same state and counters (seq moved, nothing a watcher shows) is quiet.
   t.write(3, ep_record(0x10003, KDAT_EP_UNCONNECTED, 0));
   EXPECT_TRUE(kdatctl::diff(after, snapshot_of(t)).empty());

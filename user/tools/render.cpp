@@ -310,10 +310,13 @@ void render_json(std::ostream &out, const std::vector<kdat::TableSnapshot> &tabl
   print_json(out, doc);
 }
 
+bool filled(const Record &r) { return r.type == KDAT_REC_IA ? r.state != 0 : r.owner != 0; }
+
 std::vector<Change> initial(const kdat::TableSnapshot &snapshot) {
   std::vector<Change> changes;
   for (const auto &r : snapshot.records) {
-    if (r.handle != 0) changes.push_back(Change{Change::Kind::created, snapshot.header, {}, r});
+    if (r.handle != 0 && filled(r))
+      changes.push_back(Change{Change::Kind::created, snapshot.header, {}, r});
   }
   return changes;
 }
@@ -321,10 +324,10 @@ std::vector<Change> initial(const kdat::TableSnapshot &snapshot) {
 std::vector<Change> diff(const kdat::TableSnapshot &before, const kdat::TableSnapshot &after) {
   std::map<std::uint32_t, Record> old_by_slot, new_by_slot;
   for (const auto &r : before.records) {
-    if (r.handle != 0) old_by_slot[KDAT_HANDLE_SLOT(r.handle)] = r;
+    if (r.handle != 0 && filled(r)) old_by_slot[KDAT_HANDLE_SLOT(r.handle)] = r;
   }
   for (const auto &r : after.records) {
-    if (r.handle != 0) new_by_slot[KDAT_HANDLE_SLOT(r.handle)] = r;
+    if (r.handle != 0 && filled(r)) new_by_slot[KDAT_HANDLE_SLOT(r.handle)] = r;
   }
   std::vector<Change> changes;
   for (const auto &[slot, old] : old_by_slot) {

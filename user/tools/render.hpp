@@ -89,6 +89,12 @@ struct Change {
   kdat::Record after{};   // zero for freed
 };
 
+// Whether the kernel has filled a record in yet: a new object's record is published with its
+// handle and type first and filled under the same lock right after (an IA's state, every other
+// object's owning IA).  Watch reads the tables as soon as they change, so it can see that first
+// write; it treats a record not yet filled as not there, and reports the object once it is.
+[[nodiscard]] bool filled(const kdat::Record &record);
+
 // What changed between two snapshots of one table, by slot: objects that appeared, records of
 // the same handle whose seq moved and whose state, transitions or events differ, objects gone.
 [[nodiscard]] std::vector<Change> diff(const kdat::TableSnapshot &before,
