@@ -158,9 +158,22 @@ struct kdat_ctx {
 	DECLARE_HASHTABLE(qpns, 8);
 };
 
+/*
+ * The connection counters summed over a device's IAs (KDAT_IOC_DEV_COUNTERS).
+ * The device and each IA opened on it hold a reference, so an IA whose
+ * device went counts on into memory nobody reads; the number stays taken
+ * until the last reference, so no record names two devices with one number.
+ */
+struct kdat_dev_stats {
+	struct kref ref;
+	u16 id;				/* struct kdat_record.device */
+	atomic64_t v[KDAT_IA_NR_COUNTERS];
+};
+
 /* One RDMA device kdat has been told about by ib_core (ib_client add). */
 struct kdat_device {
 	struct ib_device *ibdev;
+	struct kdat_dev_stats *stats;
 	struct list_head node;		/* in kdat_devices */
 	struct list_head ias;		/* struct kdat_ia.dev_node */
 };
@@ -181,6 +194,7 @@ struct kdat_ia {
 	struct list_head ctx_node;
 	struct list_head dev_node;	/* under kdat_devices_lock */
 	struct kdat_device *kdev;	/* NULL once the device is gone */
+	struct kdat_dev_stats *dev_stats;	/* its device's totals (referenced); set at open */
 	struct ib_device *ibdev;
 	u32 port_num;
 	struct ib_pd *pd;		/* NULL once freed (kdat_ia_free_pd) */
@@ -311,7 +325,11 @@ struct kdat_device *kdat_device_add(struct ib_device *ibdev);
 struct kdat_ia **kdat_device_remove(struct kdat_device *dev);
 unsigned int kdat_devices_count(void);
 struct kdat_device *kdat_device_find(struct ib_device *ibdev);
+void kdat_dev_stats_put(struct kdat_dev_stats *stats);
+kdat_ret_t kdat_dev_counters(u32 device, u32 *next, char *name, size_t name_len, u64 *values,
+			     u32 room);
 extern struct mutex kdat_devices_lock;
+extern atomic64_t kdat_module_stats[KDAT_IA_NR_COUNTERS];
 
 /* kdat_table.c: the shared object table */
 struct kdat_table *kdat_table_create(const char *kernel_owner, struct mutex *writer_lock);
@@ -329,11 +347,36 @@ u64 kdat_table_id(const struct kdat_table *t);
 int kdat_table_add_stats(struct kdat_table *t, struct kdat_ia_stats *stats);
 void kdat_table_del_stats(struct kdat_table *t, struct kdat_ia_stats *stats);
 kdat_ret_t kdat_table_ia_counters(struct kdat_table *t, u32 handle, u64 *values, u32 room);
+kdat_ret_t kdat_tables_wait(u64 *changes, u32 timeout_us);
 
+/* Counts for the IA, its device's totals and the module's, which outlive the IA. */
 static inline void kdat_ia_count(struct kdat_ia *ia, enum kdat_ia_counter counter)
 {
 	atomic64_inc(&ia->stats.v[counter]);
+	if (ia->dev_stats)
+		atomic64_inc(&ia->dev_stats->v[counter]);
+	atomic64_inc(&kdat_module_stats[counter]);
 }
+
+/* Every record names the RDMA device and port of the IA its object belongs to. */
+static inline void kdat_rec_port(struct kdat_record *rec, const struct kdat_ia *ia)
+{
+	if (ia && ia->dev_stats) {
+		rec->device = ia->dev_stats->id;
+		rec->port_num = ia->port_num;
+	}
+}
+
+/*
+ * Waits until cond for timeout_us (KDAT_TIMEOUT_INFINITE: no limit) on an
+ * hrtimer: never early, and not rounded up by the timer wheel as a jiffies
+ * timeout is (by up to an eighth of its length).  0: cond holds; -ETIME;
+ * -ERESTARTSYS.
+ */
+#define kdat_wait_event_us(wq, cond, timeout_us)					\
+	((timeout_us) == KDAT_TIMEOUT_INFINITE ? wait_event_interruptible(wq, cond) :	\
+	 wait_event_interruptible_hrtimeout(wq, cond,					\
+					    ns_to_ktime((u64)(timeout_us) * NSEC_PER_USEC)))
 
 /* kdat_ring.c: event rings (callers of the *_locked-style ones hold evd->lock) */
 struct file *kdat_ring_attach(struct kdat_evd *evd, u32 handle, u32 *entries, u32 *map_size);

@@ -18,6 +18,7 @@ static void kdat_cr_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 	rec->link2 = kdat_obj_handle(cr->ep);
 	kdat_addr_out(&rec->local_addr, &cr->local_addr.sa);
 	kdat_addr_out(&rec->remote_addr, &cr->remote_addr.sa);
+	kdat_rec_port(rec, cr->ia);
 }
 
 /* Before accept/reject: the requester may give up (REJ, timeout). */

@@ -46,6 +46,7 @@ static void kdat_ep_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 	}
 	kdat_addr_out(&rec->local_addr, &ep->local_addr.sa);
 	kdat_addr_out(&rec->remote_addr, &ep->remote_addr.sa);
+	kdat_rec_port(rec, ep->ia);
 }
 
 static int kdat_ep_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,

@@ -14,6 +14,7 @@ static void kdat_evd_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 	rec->state = evd->flags & KDAT_EVD_FLAGS_ALL;
 	rec->owner = kdat_obj_handle(evd->ia);
 	rec->flags = READ_ONCE(evd->ring) ? KDAT_RECF_RING : 0;
+	kdat_rec_port(rec, evd->ia);
 }
 
 /*
@@ -117,17 +118,6 @@ dropped:
 	/* nobody takes it: the consumer freed the EVD (its queued events went at kill) */
 	spin_unlock_irqrestore(&evd->lock, flags);
 }
-
-/*
- * Waits until cond for timeout_us (KDAT_TIMEOUT_INFINITE: no limit) on an
- * hrtimer: never early, and not rounded up by the timer wheel as a jiffies
- * timeout is (by up to an eighth of its length).  0: cond holds; -ETIME;
- * -ERESTARTSYS.
- */
-#define kdat_wait_event_us(wq, cond, timeout_us)					\
-	((timeout_us) == KDAT_TIMEOUT_INFINITE ? wait_event_interruptible(wq, cond) :	\
-	 wait_event_interruptible_hrtimeout(wq, cond,					\
-					    ns_to_ktime((u64)(timeout_us) * NSEC_PER_USEC)))
 
 /* handle: as for kdat_ia_open_in() */
 kdat_ret_t kdat_evd_create_in(struct kdat_ia *ia, u32 qlen, u32 flags, kdat_upcall_t upcall,

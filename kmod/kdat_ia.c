@@ -17,6 +17,7 @@ static void kdat_ia_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 
 	rec->state = ia->removed ? KDAT_IA_DEVICE_REMOVED : KDAT_IA_UP;
 	kdat_addr_out(&rec->local_addr, (struct sockaddr *)&ia->addr);
+	kdat_rec_port(rec, ia);
 }
 
 /* the last reference (teardown has usually unlisted its counters already) */
@@ -25,6 +26,7 @@ static void kdat_ia_release(struct kdat_obj *obj)
 	struct kdat_ia *ia = container_of(obj, struct kdat_ia, obj);
 
 	kdat_table_del_stats(obj->ctx->table, &ia->stats);
+	kdat_dev_stats_put(ia->dev_stats);
 }
 
 static const struct kdat_obj_class kdat_ia_class = {
@@ -175,6 +177,8 @@ kdat_ret_t kdat_ia_open_in(struct kdat_ctx *ctx, const char *name, u32 flags,
 		return kdat_err(KDAT_DAT_PROVIDER_NOT_FOUND, KDAT_DAT_NO_SUBTYPE);
 	}
 	ia->kdev = kdev;
+	kref_get(&kdev->stats->ref);
+	ia->dev_stats = kdev->stats;
 	list_add_tail(&ia->dev_node, &kdev->ias);
 	mutex_unlock(&kdat_devices_lock);
 	list_add_tail(&ia->ctx_node, &ctx->ias);

@@ -191,6 +191,17 @@ static long kdat_ioc_ia_counters(struct kdat_ioc_call *call)
 	return 0;
 }
 
+static long kdat_ioc_dev_counters(struct kdat_ioc_call *call)
+{
+	struct kdat_dev_counters *a = call->arg;
+
+	a->count = KDAT_IA_NR_COUNTERS;
+	memset(a->value, 0, sizeof(a->value));
+	a->status = kdat_dev_counters(a->device, &a->next, a->name, sizeof(a->name), a->value,
+				      ARRAY_SIZE(a->value));
+	return 0;
+}
+
 /* ---- EVD ------------------------------------------------------------------- */
 
 static long kdat_ioc_evd_create(struct kdat_ioc_call *call)
@@ -593,6 +604,14 @@ static long kdat_ioc_table_attach(struct kdat_ioc_call *call)
 		kdat_table_put(old);	/* existing mappings keep their own reference */
 		kdat_table_mark_viewer(ctx->table);
 	}
+	return 0;
+}
+
+static long kdat_ioc_table_wait(struct kdat_ioc_call *call)
+{
+	struct kdat_table_wait *a = call->arg;
+
+	a->status = kdat_tables_wait(&a->changes, a->timeout_us);
 	return 0;
 }
 

@@ -35,6 +35,7 @@ static void kdat_sp_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 		kdat_ss_with_port(&ss, &sp->ia->addr, sp->conn_qual);
 		kdat_addr_out(&rec->local_addr, (struct sockaddr *)&ss);
 	}
+	kdat_rec_port(rec, sp->ia);
 }
 
 static int kdat_sp_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,

@@ -50,6 +50,46 @@ static DEFINE_MUTEX(kdat_tables_lock);
 static atomic64_t kdat_table_ids = ATOMIC64_INIT(0);
 
 /*
+ * Every change a watcher of the tables could see: record writes, tables made
+ * and closed (KDAT_IOC_TABLE_WAIT).  From 1, so that 0 never matches.
+ */
+static atomic64_t kdat_tables_changes = ATOMIC64_INIT(1);
+static DECLARE_WAIT_QUEUE_HEAD(kdat_tables_wq);
+
+static void kdat_tables_changed(void)
+{
+	atomic64_inc(&kdat_tables_changes);
+	/* full barrier: a waiter that missed the new count is on the queue by now */
+	if (wq_has_sleeper(&kdat_tables_wq))
+		wake_up_interruptible_all(&kdat_tables_wq);
+}
+
+/**
+ * kdat_tables_wait() - sleep until the shared tables change
+ * @changes: in: the change count the caller last saw (0: none); out: the count now
+ * @timeout_us: how long to wait: KDAT_TIMEOUT_INFINITE, or microseconds (0: not at all)
+ *
+ * Return: DAT_SUCCESS as soon as the count differs from @changes,
+ * DAT_TIMEOUT_EXPIRED when it did not change in time, DAT_INTERRUPTED_CALL on
+ * a signal.
+ */
+kdat_ret_t kdat_tables_wait(u64 *changes, u32 timeout_us)
+{
+	u64 seen = *changes;
+	int err = 0;
+
+	if (timeout_us)
+		err = kdat_wait_event_us(kdat_tables_wq,
+					 atomic64_read(&kdat_tables_changes) != seen, timeout_us);
+	*changes = atomic64_read(&kdat_tables_changes);
+	if (*changes != seen)
+		return KDAT_DAT_SUCCESS;
+	if (err == -ERESTARTSYS)
+		return kdat_err(KDAT_DAT_INTERRUPTED_CALL, KDAT_DAT_NO_SUBTYPE);
+	return kdat_err(KDAT_DAT_TIMEOUT_EXPIRED, KDAT_DAT_NO_SUBTYPE);
+}
+
+/*
  * kernel_owner: a kernel consumer's name; NULL for an open file.
  * writer_lock: the lock slots are claimed under (the owner's ctx->lock).
  */
@@ -99,6 +139,7 @@ struct kdat_table *kdat_table_create(const char *kernel_owner, struct mutex *wri
 	mutex_lock(&kdat_tables_lock);
 	list_add_tail(&t->node, &kdat_tables);
 	mutex_unlock(&kdat_tables_lock);
+	kdat_tables_changed();
 	return t;
 }
 
@@ -141,6 +182,7 @@ void kdat_table_close(struct kdat_table *t)
 	list_del_init(&t->node);
 	mutex_unlock(&kdat_tables_lock);
 	WRITE_ONCE(t->hdr->flags, t->hdr->flags | KDAT_TABLE_CLOSED);
+	kdat_tables_changed();
 }
 
 static size_t kdat_slot_offset(u32 slot)
@@ -213,6 +255,7 @@ void kdat_table_write_end(struct kdat_table *t, struct kdat_record *rec, int liv
 	if (live_delta)
 		WRITE_ONCE(t->hdr->live, t->hdr->live + live_delta);
 	spin_unlock(&t->hdr_lock);
+	kdat_tables_changed();
 }
 
 /* ---- mmap ------------------------------------------------------------------ */

@@ -147,7 +147,7 @@ def _kdatctl(*args):
     return r.stdout
 
 
-def test_kdatctl_counters_shows_the_ia_as_text_and_json(client, server):
+def test_kdatctl_counters_shows_the_ia_as_text_and_json(client, server, rdma):
     connect_pair(client, server)
     tid = client.k.table().header().id
     lines = _kdatctl("counters", "--table", str(tid)).splitlines()
@@ -155,12 +155,14 @@ def test_kdatctl_counters_shows_the_ia_as_text_and_json(client, server):
     words = lines[0].split()
     assert words[:2] == ["table", str(tid)] and words[6:8] == ["ia", f"0x{client.ia:08x}"], words
     assert words[8] == "local" and words[9].startswith(host_addr() + ":"), words
-    pairs = dict(zip(words[10::2], (int(v) for v in words[11::2])))
+    assert words[10:12] == ["dev", f"{rdma['KDAT_TEST_IBDEV']}/1"], words
+    pairs = dict(zip(words[12::2], (int(v) for v in words[13::2])))
     assert pairs == only(connects=1, established=1)
     doc = json.loads(_kdatctl("counters", "--json", "--table", str(tid)))
     assert len(doc) == 1
     row = doc[0]
     assert row["table"] == tid and row["ia"] == client.ia and row["ia_hex"] == f"0x{client.ia:08x}"
+    assert (row["rdma_device"], row["rdma_port"]) == (rdma["KDAT_TEST_IBDEV"], 1)
     assert {k: row[k] for k in U.counters} == only(connects=1, established=1)
     # the server's IA, chosen by --ia among every table
     sid = server.k.table().header().id

@@ -441,7 +441,7 @@ def test_a_viewer_is_not_listed_until_it_holds_objects(kdat_files, rdma):
 def test_two_kdatctl_watchers_never_list_each_other(owner):
     """Each kdatctl file attaches a view, so no kdatctl shows another's tables: two watchers
     that did would attach to each other's tables in a loop, without end."""
-    watchers = [subprocess.Popen([KDATCTL, "watch", "--json", "--interval", "100", "--count", "30"],
+    watchers = [subprocess.Popen([KDATCTL, "watch", "--json", "--duration", "3000"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 for _ in range(2)]
     outs = [w.communicate(timeout=120) for w in watchers]

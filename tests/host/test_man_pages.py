@@ -124,20 +124,34 @@ def _help(*args):
 
 def help_commands(text):
     """The commands a help text lists: the first word of each entry of its commands section
-    ("commands:", "Subcommands:", ...), aliases given as "name, --name" included."""
-    commands, inside = [], False
+    ("commands:", "Subcommands:", ...), aliases given as "name, --name" included.  An entry is
+    either indented under the heading with its description beside it, or (CLI11's layout) a name
+    alone at the left margin with its description indented on the lines below."""
+    commands, inside, cli11 = [], False, False
     for line in text.splitlines():
         if re.match(r"^\s*(?:sub)?commands\s*:", line, re.I):
-            inside = True
+            inside, cli11 = True, False
             continue
-        if inside:
-            if not line.strip() or not line.startswith(" "):
-                inside = False
-                continue
-            # an entry starts at the left margin's indent; its description continues far right
-            m = re.match(r"^ {1,4}([a-z][a-z0-9-]*)\b", line)
-            if m:
-                commands.append(m.group(1))
+        if not inside:
+            continue
+        if not line.strip():
+            # CLI11 separates its entries with blank lines; the other layout ends at one
+            inside = cli11
+            continue
+        m = re.match(r"^([a-z][a-z0-9-]*)\s*$", line)
+        if m:
+            cli11 = True
+            commands.append(m.group(1))
+            continue
+        if cli11:
+            continue  # an entry's description or options, indented below its name
+        if not line.startswith(" "):
+            inside = False
+            continue
+        # an entry starts at the left margin's indent; its description continues far right
+        m = re.match(r"^ {1,4}([a-z][a-z0-9-]*)\b", line)
+        if m:
+            commands.append(m.group(1))
     return commands
 
 

@@ -183,6 +183,39 @@ std::vector<IaCounter> ia_counters(const Device &device, std::uint64_t table, st
   return detail::read_ia_counters(device.fd(), table, ia);
 }
 
+std::vector<CounterTotals> counter_totals(const Device &device) {
+  const auto &names = ia_counter_names();
+  std::vector<CounterTotals> out;
+  std::uint32_t number = 0;
+  do {
+    kdat_dev_counters arg{};
+    arg.device = number;
+    detail::ioctl_raw(device.fd(), KDAT_IOC_DEV_COUNTERS, arg, "dev_counters");
+    const DatReturn status{arg.status};
+    if (!status.ok()) {
+      if (number == 0) throw Error(status, "dev_counters");
+      break;  // the device went between two calls: the rest is unknown
+    }
+    CounterTotals d{number, fixed_string(arg.name), {}};
+    const std::size_t known = std::min<std::size_t>(names.size(), arg.count);
+    for (std::size_t i = 0; i < known; ++i) d.counters.push_back(IaCounter{names[i], arg.value[i]});
+    out.push_back(std::move(d));
+    if (arg.next <= number) break;  // numbers only grow: anything else ends the list
+    number = arg.next;
+  } while (number != 0);
+  return out;
+}
+
+std::uint64_t wait_tables(const Device &device, std::uint64_t seen, Timeout timeout) {
+  kdat_table_wait arg{};
+  arg.changes = seen;
+  arg.timeout_us = detail::timeout_us(timeout, "wait_tables");
+  detail::ioctl_raw(device.fd(), KDAT_IOC_TABLE_WAIT, arg, "wait_tables");
+  const DatReturn status{arg.status};
+  if (!status.ok() && status.type() != KDAT_DAT_TIMEOUT_EXPIRED) throw Error(status, "wait_tables");
+  return arg.changes;
+}
+
 ObjectTable::ObjectTable(std::shared_ptr<detail::DeviceState> state, MappedRegion region)
     : state_(std::move(state)), region_(std::move(region)), view_(region_.data(), region_.size()) {}
 

@@ -87,6 +87,7 @@ inline kdat_record ep_record(std::uint32_t handle, std::uint32_t state, std::uin
   r.generation = static_cast<std::uint16_t>(handle >> 16);
   r.state = state;
   r.transitions = transitions;
+  r.owner = 0x1ffff;  // some IA: the kernel fills every record but an IA's with its owner
   return r;
 }
 

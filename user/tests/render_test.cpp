@@ -57,18 +57,22 @@ TEST(Render, CountersAreOneLinePerIaWithNameValuePairs) {
   auto ia = ia_record(0x10002);
   ia.local_addr.family = KDAT_AF_INET;
   ia.local_addr.addr[0] = 10;
+  ia.device = 3;
+  ia.port_num = 1;
+  const kdatctl::DeviceNames names{{3, "rxe0"}};
   const kdatctl::IaCountersRow row{
       snapshot_of(t).header, ia, {{"connects", 3}, {"timed_out", 0}, {"broken", 12}}};
   std::ostringstream text;
-  kdatctl::render_counters_text(text, {row});
+  kdatctl::render_counters_text(text, {row}, names);
   EXPECT_EQ(text.str(),
-            "table 7 pid 42 comm app ia 0x00010002 local 10.0.0.0:0 connects 3 timed_out 0 "
-            "broken 12\n");
+            "table 7 pid 42 comm app ia 0x00010002 local 10.0.0.0:0 dev rxe0/1 connects 3 "
+            "timed_out 0 broken 12\n");
   std::ostringstream json;
-  kdatctl::render_counters_json(json, {row});
+  kdatctl::render_counters_json(json, {row}, names);
   EXPECT_EQ(json.str(),
             "[{\"table\":7,\"pid\":42,\"comm\":\"app\",\"ia\":65538,\"ia_hex\":\"0x00010002\","
-            "\"local\":\"10.0.0.0:0\",\"connects\":3,\"timed_out\":0,\"broken\":12}]\n");
+            "\"local\":\"10.0.0.0:0\",\"rdma_device\":\"rxe0\",\"rdma_device_number\":3,"
+            "\"rdma_port\":1,\"connects\":3,\"timed_out\":0,\"broken\":12}]\n");
   std::ostringstream none;
   kdatctl::render_counters_json(none, {});
   EXPECT_EQ(none.str(), "[]\n");
@@ -104,6 +108,24 @@ TEST(Render, DiffReportsNewChangedAndFreedByHandleAndSeq) {
   EXPECT_EQ(created, 2);
   EXPECT_EQ(changed, 1);
   EXPECT_EQ(freed, 1);
+
+  // A new object's first record (handle and type only) is not there until the kernel fills it.
+  auto bare = ep_record(0x10004, 0, 0);
+  bare.owner = 0;
+  t.write(4, bare);
+  const auto half = snapshot_of(t);
+  EXPECT_TRUE(kdatctl::diff(after, half).empty());
+  bare.owner = 0x10009;
+  t.write(4, bare);
+  const auto whole = kdatctl::diff(half, snapshot_of(t));
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].kind, kdatctl::Change::Kind::created);
+  kdat_record bare_ia{};
+  bare_ia.handle = 0x10005;
+  bare_ia.type = KDAT_REC_IA;
+  EXPECT_FALSE(kdatctl::filled(bare_ia));
+  EXPECT_TRUE(kdatctl::filled(ia_record(0x10005)));
+  t.write(4, kdat_record{});
 
   // A rewrite with the same state and counters (seq moved, nothing a watcher shows) is quiet.
   t.write(3, ep_record(0x10003, KDAT_EP_UNCONNECTED, 0));
@@ -171,6 +193,19 @@ TEST(Render, FiltersSelectTablesAndObjects) {
   EXPECT_FALSE(kdatctl::known_type("QP"));
 }
 
+TEST(Render, TotalsAreTheModuleThenEachDevice) {
+  const std::vector<kdat::CounterTotals> totals{{0, "", {{"connects", 5}, {"timed_out", 1}}},
+                                                {3, "rxe0", {{"connects", 4}, {"timed_out", 1}}}};
+  std::ostringstream text, json;
+  kdatctl::render_totals_text(text, totals);
+  EXPECT_EQ(text.str(),
+            "module connects 5 timed_out 1\ndevice rxe0 number 3 connects 4 timed_out 1\n");
+  kdatctl::render_totals_json(json, totals);
+  EXPECT_EQ(json.str(),
+            "{\"module\":{\"connects\":5,\"timed_out\":1},\"devices\":[{\"device\":\"rxe0\","
+            "\"number\":3,\"connects\":4,\"timed_out\":1}]}\n");
+}
+
 TEST(Render, ShowPrintsEveryFieldOfOneObject) {
   FakeTable t(4);
   auto ep = ep_record(0x20003, KDAT_EP_CONNECTED, 4);
@@ -179,23 +214,28 @@ TEST(Render, ShowPrintsEveryFieldOfOneObject) {
   ep.conn_qual = 7471;
   ep.last_event = KDAT_DAT_CONNECTION_EVENT_ESTABLISHED;
   ep.flags = KDAT_RECF_ACTIVE | KDAT_RECF_USER_QP;
+  ep.device = 1;
+  ep.port_num = 1;
   t.write(3, ep);
   auto snap = snapshot_of(t);
   snap.header.id = 42;
   snap.header.comm = "app";
   std::ostringstream text;
-  kdatctl::render_object_text(text, snap.header, snap.records.at(0), 0);
+  kdatctl::render_object_text(text, snap.header, snap.records.at(0), 0, {{1, "mlx5_0"}});
   for (const char *want :
        {"table        42 (pid 4242 app)", "handle       0x00020003 (slot 3, generation",
         "type         EP", "state        CONNECTED (", "conn_qual    7471", "ird/ord      4/2",
         "transitions  4", "last_event   CONNECTION_EVENT_ESTABLISHED",
-        "flags        active,user_qp"}) {
+        "flags        active,user_qp", "rdma_port    mlx5_0/1"}) {
     EXPECT_NE(text.str().find(want), std::string::npos) << want << "\n" << text.str();
   }
   std::ostringstream json;
-  kdatctl::render_object_json(json, snap.header, snap.records.at(0), 0);
+  kdatctl::render_object_json(json, snap.header, snap.records.at(0), 0, {{1, "mlx5_0"}});
   EXPECT_NE(json.str().find("\"table\":42"), std::string::npos) << json.str();
   EXPECT_NE(json.str().find("\"object\":{\"handle\":131075"), std::string::npos) << json.str();
+  EXPECT_NE(json.str().find("\"rdma_device\":\"mlx5_0\",\"rdma_device_number\":1,\"rdma_port\":1"),
+            std::string::npos)
+      << json.str();
 }
 
 namespace {
@@ -211,22 +251,17 @@ void write_file(const std::filesystem::path &p, const std::string &text) {
 }
 
 TEST(Json, EscapesQuotesBackslashesAndControls) {
-  EXPECT_EQ(kdatctl::json_escape("plain"), "plain");
-  EXPECT_EQ(kdatctl::json_escape("a\"b\\c"), "a\\\"b\\\\c");
-  EXPECT_EQ(kdatctl::json_escape("\n\t\r"), "\\n\\t\\r");
-  EXPECT_EQ(kdatctl::json_escape(std::string_view("\x01\x1f\x7f", 3)), "\\u0001\\u001f\\u007f");
-  EXPECT_EQ(kdatctl::json_escape(std::string_view("a\0b", 3)), "a\\u0000b");
-  EXPECT_EQ(kdatctl::json_string("x"), "\"x\"");
+  std::ostringstream out;
+  kdatctl::print_json(out, kdatctl::Json{{"s", std::string("a\"b\\c\n\t\x01\0z", 10)}});
+  EXPECT_EQ(out.str(), "{\"s\":\"a\\\"b\\\\c\\n\\t\\u0001\\u0000z\"}\n");
 }
 
-TEST(Json, KeepsValidUtf8AndEscapesInvalidBytes) {
-  EXPECT_EQ(kdatctl::json_escape("caf\xc3\xa9"), "caf\xc3\xa9");
-  EXPECT_EQ(kdatctl::json_escape("\xe2\x82\xac"), "\xe2\x82\xac");          // euro sign
-  EXPECT_EQ(kdatctl::json_escape("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");  // 4-byte form
-  EXPECT_EQ(kdatctl::json_escape("\xff"), "\\u00ff");
-  EXPECT_EQ(kdatctl::json_escape("\xc3"), "\\u00c3");                        // truncated sequence
-  EXPECT_EQ(kdatctl::json_escape("\xc0\xaf"), "\\u00c0\\u00af");             // overlong '/'
-  EXPECT_EQ(kdatctl::json_escape("\xed\xa0\x80"), "\\u00ed\\u00a0\\u0080");  // a surrogate
+TEST(Json, KeepsValidUtf8AndReplacesInvalidBytes) {
+  std::ostringstream out;
+  // names kdat did not make (comm, device names) may hold any bytes
+  kdatctl::print_json(out, kdatctl::Json{{"s", "caf\xc3\xa9 \xe2\x82\xac \xff \xc0\xaf"}});
+  EXPECT_EQ(out.str(),
+            "{\"s\":\"caf\xc3\xa9 \xe2\x82\xac \xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\"}\n");
 }
 
 }  // namespace
@@ -269,4 +304,47 @@ TEST(Devices, PortsComeFromSysfsWithTheirNetdevsAddresses) {
   std::ostringstream none;
   kdatctl::render_ports_text(none, {});
   EXPECT_NE(none.str().find("no RDMA devices"), std::string::npos);
+}
+
+TEST(Render, FiltersByAddressPortQualifierQpnAndRdmaPort) {
+  FakeTable t(8);
+  auto a = ep_record(0x10001, KDAT_EP_CONNECTED, 2);
+  a.local_addr.family = KDAT_AF_INET;
+  std::copy_n(std::begin({192, 0, 2, 1}), 4, a.local_addr.addr);
+  a.local_addr.port = 40000;
+  a.remote_addr.family = KDAT_AF_INET;
+  std::copy_n(std::begin({192, 0, 2, 2}), 4, a.remote_addr.addr);
+  a.remote_addr.port = 7471;
+  a.conn_qual = 7471;
+  a.qp_num = 17;
+  a.device = 1;
+  a.port_num = 1;
+  t.write(1, a);
+  auto b = ep_record(0x10002, KDAT_EP_UNCONNECTED, 0);
+  b.local_addr.family = KDAT_AF_INET6;
+  b.local_addr.addr[15] = 1;
+  b.local_addr.port = 5;
+  b.device = 2;
+  b.port_num = 2;
+  t.write(2, b);
+  auto snap = snapshot_of(t);
+  snap.header.id = 0;  // handles() then gives the bare handles
+  const std::vector<kdat::TableSnapshot> tables{snap};
+  const auto pick = [&](const kdatctl::Filter &f) { return handles(kdatctl::filtered(tables, f)); };
+  using V = std::vector<std::uint32_t>;
+  EXPECT_EQ(pick({.addr = kdatctl::parse_address("192.0.2.2")}), (V{0x10001}));  // the remote end
+  EXPECT_EQ(pick({.addr = kdatctl::parse_address("[::1]")}), (V{0x10002}));
+  EXPECT_EQ(pick({.addr = kdatctl::parse_address("192.0.2.9")}), V{});
+  EXPECT_EQ(pick({.port = 40000}), (V{0x10001}));
+  EXPECT_EQ(pick({.port = 5}), (V{0x10002}));
+  EXPECT_EQ(pick({.conn_qual = 7471}), (V{0x10001}));
+  EXPECT_EQ(pick({.qp_num = 17}), (V{0x10001}));
+  EXPECT_EQ(pick({.qp_num = 18}), V{});
+  EXPECT_EQ(pick({.device = 2}), (V{0x10002}));
+  EXPECT_EQ(pick({.rdma_port = 1}), (V{0x10001}));
+  EXPECT_FALSE(kdatctl::parse_address("kdat0"));
+  EXPECT_FALSE(kdatctl::parse_address("192.0.2.1:5"));
+  EXPECT_EQ(kdatctl::rdma_port_text(a, {{1, "rxe0"}}), "rxe0/1");
+  EXPECT_EQ(kdatctl::rdma_port_text(b, {{1, "rxe0"}}), "#2/2");  // a device gone since
+  EXPECT_EQ(kdatctl::rdma_port_text(kdat_record{}, {}), "-");
 }

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <kdat/names.hpp>
 #include <memory>
 
 #include "json.hpp"
@@ -107,21 +106,19 @@ void render_ports_text(std::ostream &out, const std::vector<PortInfo> &ports) {
 }
 
 void render_ports_json(std::ostream &out, const std::vector<PortInfo> &ports) {
-  out << "{\"ports\":[";
-  bool first = true;
+  Json doc;
+  doc["ports"] = Json::array();
   for (const auto &p : ports) {
-    out << (first ? "" : ",") << "\n {\"device\":" << json_string(p.device)
-        << ",\"port\":" << p.port << ",\"state\":" << json_string(p.state)
-        << ",\"link_layer\":" << json_string(p.link_layer)
-        << ",\"netdev\":" << (p.netdev.empty() ? "null" : json_string(p.netdev))
-        << ",\"addresses\":[";
-    for (std::size_t i = 0; i < p.addresses.size(); ++i) {
-      out << (i ? "," : "") << json_string(p.addresses[i]);
-    }
-    out << "]}";
-    first = false;
+    Json j;
+    j["device"] = p.device;
+    j["port"] = p.port;
+    j["state"] = p.state;
+    j["link_layer"] = p.link_layer;
+    j["netdev"] = p.netdev.empty() ? Json(nullptr) : Json(p.netdev);
+    j["addresses"] = p.addresses;
+    doc["ports"].push_back(std::move(j));
   }
-  out << "]}\n";
+  print_json(out, doc);
 }
 
 }  // namespace kdatctl

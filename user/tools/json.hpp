@@ -1,16 +1,19 @@
-// JSON string literals for kdatctl's and its tests' output.  kdatctl's own, not libkdat's API.
+// kdatctl's JSON: nlohmann::json, printed one document a line.
 #pragma once
 
-#include <string>
-#include <string_view>
+#include <nlohmann/json.hpp>
+#include <ostream>
 
 namespace kdatctl {
 
-// The body of a JSON string literal for arbitrary bytes: quotes, backslashes and control
-// characters escaped; bytes that are not valid UTF-8 become \u00XX of the byte (so the output
-// is always valid JSON, if lossy for such bytes).
-[[nodiscard]] std::string json_escape(std::string_view text);
-// json_escape with the surrounding quotes.
-[[nodiscard]] std::string json_string(std::string_view text);
+// Keys in the order they are built, so that a person reading the JSON finds them as the text
+// shows them.
+using Json = nlohmann::ordered_json;
+
+// Names kdat did not make (comm, device names) may hold any bytes: bytes that are not UTF-8
+// become U+FFFD rather than an exception.
+inline void print_json(std::ostream &out, const Json &doc) {
+  out << doc.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
+}
 
 }  // namespace kdatctl

@@ -1,16 +1,19 @@
 // kdatctl: the operator's view of kdat: the module's version, every object table this user may
-// see (its own processes', and with CAP_SYS_ADMIN everybody's and the kernel consumers'), and a
-// live trace of state changes.  Reads the shared tables; never changes anything.
+// see (its own processes', and with CAP_SYS_ADMIN everybody's and the kernel consumers'), a live
+// trace of state changes, and the connection counters of IAs, devices and the module.  Reads the
+// shared tables; never changes anything.
+#include <signal.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
-#include <csignal>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <ctime>
 #include <exception>
 #include <iostream>
@@ -27,82 +30,36 @@
 
 namespace {
 
-constexpr const char *help_text = R"(usage: kdatctl [--device PATH] COMMAND [OPTIONS]
+constexpr const char *footer_text = R"(
+FILTER options (list, watch, counters) select tables (--table, --pid, --comm) and objects (the
+others); all given must match, and with an object filter tables with no matching object are left
+out.  --addr and --port match either end of an object; --rdma-dev and --rdma-port the RDMA device
+and port of the object's IA.  Handles and numbers are decimal or 0x...
 
-commands:
-  version, --version           kdatctl's version, and the loaded module's version, ABI
-                               version, DAT version and RDMA device count
-  list [--json] [--all] [FILTER]
-                               every object table this user may attach to, and its objects
-  watch [--json] [--interval MS] [--count N] [FILTER]
-                               one line per object that appears, changes state or goes away
-  show [--json] TABLE HANDLE   one object, every field of its record (HANDLE as list shows
-                               it, 0x... or decimal)
-  counters [--json] [FILTER]   each IA's connection counters (connects, requests, accepts,
-                               rejects, rejects by reason, timeouts, disconnects, ...)
-  devices [--json]             every RDMA device port, its state and link layer, and the netdev
-                               and addresses that name it as an IA (kdat_ia_open, dat.conf)
-  help, --help                 this text
+watch reads the tables again as soon as the module says they changed (KDAT_IOC_TABLE_WAIT), at
+most once per --interval; an idle watch sleeps.  Objects present at the start are reported as
+"new".
 
-FILTER (list, watch and counters; all given must match):
-  --table ID  --pid PID  --comm NAME     tables: by id, by the opener's pid or name
-  --type TYPE                            objects of one type: IA, EVD, EP, PSP, RSP, CR
-  --state STATE                          objects in one state, as list shows it (CONNECTED,
-                                         LISTENING, PENDING, UP, ...); watch: before or after
-  --ia HANDLE                            an IA and every object it owns
-With an object filter, tables with no matching object are left out.
-
-list (text): per table a line
-  table ID  pid PID  comm COMM  uid UID  live N  [kernel]  [closed]  age SECONDS
-then one line per object, IAs first, then EPs, PSPs, RSPs, CRs, EVDs, with the columns
-  HANDLE TYPE STATE LOCAL REMOTE CONN_QUAL IRD ORD TRANS EVENTS LAST_EVENT AGE
-STATE is the DAT_EP_STATE name without its prefix for EPs (CONNECTED, ...), LISTENING/USED
-for PSPs and RSPs, PENDING/REMOTE_GONE for CRs, UP/DEVICE_REMOVED for IAs, and for EVDs the
-event streams that feed them (DTO|CONNECTION|CR); LAST_EVENT is the DAT event name without "DAT_"; "-" marks an empty field.
-Closed tables are left out unless --all is given; --all also shows freed slots (type FREE).
-kdatctl's own /dev/kdat files are observers (KDAT_TABLE_VIEWER): no list shows their empty
-tables, so any number of kdatctl processes can run side by side without listing each other.
-
-list --json: one JSON document:
-  {"now_ns": N, "tables": [{"id", "pid", "uid", "comm", "flags": ["kernel"|"closed"|"viewer"],
-   "live", "high_water", "updates", "created_ns", "objects": [{"handle", "handle_hex", "slot",
-   "generation", "type", "state", "state_value", "owner", "link", "link2", "local", "remote",
-   "conn_qual", "ird", "ord", "qp_num", "transitions", "events", "last_event", "flags",
-   "created_ns", "changed_ns", "age_ns"}]}]}
-"qp_num" is the EP's QP number: 'rdma res show cm_id' and 'rdma res show qp' name it lqpn (a
-/dev/kdat process's cm_ids are listed under its own pid and comm there).
-Times are CLOCK_BOOTTIME nanoseconds; "local"/"remote" are "ADDR:PORT" or null.
-
-watch: polls every MS milliseconds (default 200) until interrupted or N polls are done.
-Objects present at the start are reported as "new".  Text lines:
-  SECONDS table ID pid PID COMM TYPE HANDLE new STATE [transitions T] [last_event E]
-  SECONDS table ID pid PID COMM TYPE HANDLE change OLD -> NEW [transitions T [(+K unseen)]] ...
-  SECONDS table ID pid PID COMM TYPE HANDLE freed (was STATE) ...
-  SECONDS table ID closed
-"+K unseen" counts state changes that happened between two polls and were not seen.
-watch --json prints one JSON object a line: {"time_ns", "table", "pid", "comm", "change":
-"new"|"change"|"freed"|"table_closed", "handle", "type", "from", "to", "transitions",
-"unseen", "events", "last_event"}.
-
-counters: one line per IA the FILTER selects (--type and --state apply to the IA record):
-  table ID pid PID comm COMM ia HANDLE local ADDR NAME VALUE NAME VALUE ...
-with the names of <kdat/uapi/kdat_counters.h> (kdat(7) says what each counts); --json prints
-an array of {"table", "pid", "comm", "ia", "ia_hex", "local", NAME: VALUE, ...}.  Counters
-count from the IA's open and go with it.
-
-devices: sysfs (/sys/class/infiniband) and the netdevs' addresses; works without the module.
---json prints {"ports": [{"device", "port", "state", "link_layer", "netdev", "addresses"}]}.
-
-show: "key  value" lines (table, handle, type, state, owner, link, link2, local, remote,
-conn_qual, ird/ord, qp_num, transitions, events, last_event, flags, age, changed); --json prints
-{"now_ns", "table", "pid", "comm", "object": {as in list --json}}.
-
-exit status: 0 success, 1 an error (message on stderr), 2 a usage error.
-)";
+Exit status: 0 success, 1 an error (message on stderr), 2 a usage error.
+kdatctl(8) describes every output format.)";
 
 std::atomic<bool> stop_requested{false};
 
 void on_signal(int) { stop_requested = true; }
+
+// Without SA_RESTART, so that a signal ends a wait in the kernel at once.
+void catch_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+// A usage error found after parsing: said the way CLI11's own are.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 int usage_error(const std::string &what) {
   std::fprintf(stderr, "kdatctl: %s\n(kdatctl --help for usage)\n", what.c_str());
@@ -116,16 +73,129 @@ std::uint64_t boottime_ns() {
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
+std::optional<std::uint64_t> parse_u64(const std::string &text) {
+  if (text.empty() || text[0] == '-') return std::nullopt;
+  char *end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(text.c_str(), &end, 0);
+  if (errno != 0 || end == text.c_str() || *end != '\0') return std::nullopt;
+  return value;
+}
+
+std::uint64_t number_or_throw(const std::string &option, const std::string &text, std::uint64_t max,
+                              const char *what) {
+  const auto n = parse_u64(text);
+  if (!n || *n > max) throw UsageError(option + " '" + text + "': " + what);
+  return *n;
+}
+
+// The filter options as given (strings until parsed, so that errors name the option).
+struct FilterArgs {
+  std::string table, pid, comm, type, state, ia, addr, port, conn_qual, qpn, rdma_dev, rdma_port;
+};
+
+void add_filter_options(CLI::App *cmd, FilterArgs &f) {
+  const char *g = "FILTER";
+  cmd->add_option("--table", f.table, "tables: by id")->option_text("ID")->group(g);
+  cmd->add_option("-p,--pid", f.pid, "tables: by the opener's pid")->option_text("PID")->group(g);
+  cmd->add_option("--comm", f.comm, "tables: by the opener's name")->option_text("NAME")->group(g);
+  cmd->add_option("--type", f.type, "objects of one type: IA, EVD, EP, PSP, RSP, CR")
+      ->option_text("TYPE")
+      ->group(g);
+  cmd->add_option("--state", f.state,
+                  "objects in one state as list shows it (CONNECTED, LISTENING, ...); watch: "
+                  "before or after")
+      ->option_text("STATE")
+      ->group(g);
+  cmd->add_option("--ia", f.ia, "an IA and every object it owns")->option_text("HANDLE")->group(g);
+  cmd->add_option("--addr", f.addr, "objects with this local or remote IP address")
+      ->option_text("ADDR")
+      ->group(g);
+  cmd->add_option("--port", f.port, "objects with this local or remote address port")
+      ->option_text("PORT")
+      ->group(g);
+  cmd->add_option("--conn-qual", f.conn_qual, "EPs, PSPs and RSPs of this connection qualifier")
+      ->option_text("QUAL")
+      ->group(g);
+  cmd->add_option("--qpn", f.qpn, "the EP of this QP number")->option_text("QPN")->group(g);
+  cmd->add_option("--rdma-dev", f.rdma_dev, "objects on this RDMA device (rxe0, mlx5_0, ...)")
+      ->option_text("NAME")
+      ->group(g);
+  cmd->add_option("--rdma-port", f.rdma_port, "objects on this RDMA port number")
+      ->option_text("N")
+      ->group(g);
+}
+
 struct Options {
   std::string device = kdat::Device::default_path;
-  std::string command;
-  std::vector<std::string> operands;  // show's TABLE HANDLE
   bool json = false;
   bool all = false;
-  unsigned interval_ms = 200;
+  unsigned interval_ms = 10;
   std::optional<unsigned long> count;
+  std::optional<unsigned long> duration_ms;
+  std::vector<std::string> operands;  // show's TABLE HANDLE
   kdatctl::Filter filter;
 };
+
+// RDMA device names by number, as the module lists them; none from a module older than ABI 8.
+kdatctl::DeviceNames device_names(const kdat::Device &dev) {
+  kdatctl::DeviceNames names;
+  try {
+    for (const auto &d : kdat::counter_totals(dev)) {
+      if (d.number != 0) names[d.number] = d.name;
+    }
+  } catch (const kdat::Error &) {
+    // an older module: records name no devices either
+  }
+  return names;
+}
+
+// Parses the filter options into opt.filter; --rdma-dev needs the module's device names.
+void parse_filter(const FilterArgs &f, Options &opt, const kdat::Device *dev) {
+  auto &flt = opt.filter;
+  if (!f.table.empty())
+    flt.table = number_or_throw("--table", f.table, UINT64_MAX, "not a table id");
+  if (!f.pid.empty()) {
+    flt.pid = static_cast<std::uint32_t>(number_or_throw("--pid", f.pid, UINT32_MAX, "not a pid"));
+  }
+  if (!f.ia.empty()) {
+    flt.ia = static_cast<std::uint32_t>(
+        number_or_throw("--ia", f.ia, UINT32_MAX, "not an IA handle (0x... or decimal)"));
+  }
+  flt.comm = f.comm;
+  flt.state = f.state;
+  if (!f.type.empty() && !kdatctl::known_type(f.type)) {
+    throw UsageError("--type '" + f.type + "': one of IA, EVD, EP, PSP, RSP, CR");
+  }
+  flt.type = f.type;
+  if (!f.addr.empty()) {
+    flt.addr = kdatctl::parse_address(f.addr);
+    if (!flt.addr) throw UsageError("--addr '" + f.addr + "': not an IPv4 or IPv6 address");
+  }
+  if (!f.port.empty()) {
+    flt.port = static_cast<std::uint16_t>(number_or_throw("--port", f.port, 65535, "not a port"));
+  }
+  if (!f.conn_qual.empty()) {
+    flt.conn_qual = number_or_throw("--conn-qual", f.conn_qual, UINT64_MAX, "not a qualifier");
+  }
+  if (!f.qpn.empty()) {
+    flt.qp_num = static_cast<std::uint32_t>(
+        number_or_throw("--qpn", f.qpn, 0xffffff, "not a QP number (24 bits)"));
+  }
+  if (!f.rdma_port.empty()) {
+    flt.rdma_port =
+        static_cast<std::uint32_t>(number_or_throw("--rdma-port", f.rdma_port, 255, "not a port"));
+  }
+  if (!f.rdma_dev.empty() && dev != nullptr) {
+    for (const auto &[number, name] : device_names(*dev)) {
+      if (name == f.rdma_dev) flt.device = number;
+    }
+    if (!flt.device) {
+      throw std::runtime_error("no RDMA device '" + f.rdma_dev +
+                               "' known to kdat ('kdatctl totals' lists them)");
+    }
+  }
+}
 
 // kdatctl only looks: each of its files attaches a view (its own table, for the file it lists
 // with), which makes the file an observer, and the kernel leaves observers' empty tables out of
@@ -206,30 +276,21 @@ std::vector<kdat::TableSnapshot> selected_snapshots(const Options &opt, const kd
   return kdatctl::filtered(std::move(snapshots), opt.filter);
 }
 
-int cmd_list(const Options &opt) {
-  const kdat::Device dev = open_observer(opt.device);
+int cmd_list(const Options &opt, const kdat::Device &dev) {
   const auto snapshots = selected_snapshots(opt, dev);
+  const auto names = device_names(dev);
   if (opt.json) {
-    kdatctl::render_json(std::cout, snapshots, boottime_ns());
+    kdatctl::render_json(std::cout, snapshots, boottime_ns(), names);
   } else {
-    kdatctl::render_text(std::cout, snapshots, boottime_ns());
+    kdatctl::render_text(std::cout, snapshots, boottime_ns(), names);
   }
   std::cout.flush();
   return 0;
 }
 
-std::optional<std::uint64_t> parse_u64(const std::string &text) {
-  if (text.empty()) return std::nullopt;
-  char *end = nullptr;
-  errno = 0;
-  const unsigned long long value = std::strtoull(text.c_str(), &end, 0);
-  if (errno != 0 || end == text.c_str() || *end != '\0' || text[0] == '-') return std::nullopt;
-  return value;
-}
-
 int cmd_show(const Options &opt) {
-  const auto id = parse_u64(opt.operands[0]);
-  const auto handle = parse_u64(opt.operands[1]);
+  const auto id = parse_u64(opt.operands.at(0));
+  const auto handle = parse_u64(opt.operands.at(1));
   if (!id) return usage_error("show: '" + opt.operands[0] + "' is not a table id");
   if (!handle || *handle == 0 || *handle > UINT32_MAX) {
     return usage_error("show: '" + opt.operands[1] + "' is not a handle (0x... or decimal)");
@@ -250,10 +311,11 @@ int cmd_show(const Options &opt) {
                    static_cast<unsigned long long>(*id));
       return 1;
     }
+    const auto names = device_names(dev);
     if (opt.json) {
-      kdatctl::render_object_json(std::cout, header, *record, boottime_ns());
+      kdatctl::render_object_json(std::cout, header, *record, boottime_ns(), names);
     } else {
-      kdatctl::render_object_text(std::cout, header, *record, boottime_ns());
+      kdatctl::render_object_text(std::cout, header, *record, boottime_ns(), names);
     }
     std::cout.flush();
     return 0;
@@ -266,8 +328,7 @@ int cmd_show(const Options &opt) {
   return 1;
 }
 
-int cmd_counters(const Options &opt) {
-  const kdat::Device dev = open_observer(opt.device);
+int cmd_counters(const Options &opt, const kdat::Device &dev) {
   std::vector<kdatctl::IaCountersRow> rows;
   for (const auto &snap : selected_snapshots(opt, dev)) {
     for (const auto &r : snap.records) {
@@ -282,10 +343,23 @@ int cmd_counters(const Options &opt) {
       }
     }
   }
+  const auto names = device_names(dev);
   if (opt.json) {
-    kdatctl::render_counters_json(std::cout, rows);
+    kdatctl::render_counters_json(std::cout, rows, names);
   } else {
-    kdatctl::render_counters_text(std::cout, rows);
+    kdatctl::render_counters_text(std::cout, rows, names);
+  }
+  std::cout.flush();
+  return 0;
+}
+
+int cmd_totals(const Options &opt) {
+  const kdat::Device dev(opt.device);
+  const auto totals = kdat::counter_totals(dev);
+  if (opt.json) {
+    kdatctl::render_totals_json(std::cout, totals);
+  } else {
+    kdatctl::render_totals_text(std::cout, totals);
   }
   std::cout.flush();
   return 0;
@@ -295,154 +369,213 @@ bool change_wanted(const Options &opt, const kdatctl::Change &c) {
   return opt.filter.record_matches(c.after) || opt.filter.record_matches(c.before);
 }
 
-int cmd_watch(const Options &opt) {
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
-  const kdat::Device dev = open_observer(opt.device);
-  std::map<std::uint64_t, Attached> tables;
-  for (unsigned long poll = 0; !stop_requested && (!opt.count || poll < *opt.count); ++poll) {
-    if (poll != 0) std::this_thread::sleep_for(std::chrono::milliseconds(opt.interval_ms));
+// watch's state: the tables it has attached and what it last saw of each.
+class Watcher {
+ public:
+  Watcher(const Options &opt, const kdat::Device &dev)
+      : opt_(opt), dev_(dev), names_(device_names(dev)) {}
+
+  // Reads every wanted table once and prints what changed since the last read.
+  void read() {
     const auto now = boottime_ns();
     std::map<std::uint64_t, bool> listed;
-    for (const auto &info : kdat::list_tables(dev)) {
-      if (!wanted(opt, info)) continue;
+    for (const auto &info : kdat::list_tables(dev_)) {
+      if (!wanted(opt_, info)) continue;
       listed[info.id] = true;
-      if (tables.contains(info.id)) continue;
-      auto attached = attach(opt, info);
+      if (tables_.contains(info.id)) continue;
+      auto attached = attach(opt_, info);
       if (!attached) continue;
       attached->last = snapshot(*attached);
-      for (const auto &c : kdatctl::initial(attached->last)) {
-        if (!change_wanted(opt, c)) continue;
-        if (opt.json) {
-          kdatctl::render_change_json(std::cout, c, now);
-        } else {
-          kdatctl::render_change_text(std::cout, c, now);
-        }
-      }
-      tables.emplace(info.id, std::move(*attached));
+      report(kdatctl::initial(attached->last), now);
+      tables_.emplace(info.id, std::move(*attached));
     }
-    for (auto it = tables.begin(); it != tables.end();) {
+    for (auto it = tables_.begin(); it != tables_.end();) {
       auto &t = it->second;
       auto snap = snapshot(t);
-      for (const auto &c : kdatctl::diff(t.last, snap)) {
-        if (!change_wanted(opt, c)) continue;
-        if (opt.json) {
-          kdatctl::render_change_json(std::cout, c, now);
-        } else {
-          kdatctl::render_change_text(std::cout, c, now);
-        }
-      }
+      report(kdatctl::diff(t.last, snap), now);
       t.last = std::move(snap);
       if (!listed.contains(it->first) || t.last.header.closed()) {
-        if (opt.json) {
-          std::cout << "{\"time_ns\":" << now << ",\"table\":" << it->first
-                    << ",\"change\":\"table_closed\"}\n";
+        if (opt_.json) {
+          kdatctl::Json j;
+          j["time_ns"] = now;
+          j["table"] = it->first;
+          j["change"] = "table_closed";
+          kdatctl::print_json(std::cout, j);
         } else {
           std::printf("%.6f table %llu closed\n", static_cast<double>(now) / 1e9,
                       static_cast<unsigned long long>(it->first));
           std::fflush(stdout);
         }
-        it = tables.erase(it);
+        it = tables_.erase(it);
       } else {
         ++it;
       }
     }
     std::cout.flush();
   }
-  return 0;
-}
 
-std::optional<unsigned long> parse_number(const char *text) {
-  char *end = nullptr;
-  errno = 0;
-  const unsigned long value = std::strtoul(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0') return std::nullopt;
-  return value;
+ private:
+  void report(const std::vector<kdatctl::Change> &changes, std::uint64_t now) {
+    for (const auto &c : changes) {
+      if (!change_wanted(opt_, c)) continue;
+      const auto &r = c.kind == kdatctl::Change::Kind::freed ? c.before : c.after;
+      if (r.device != 0 && !names_.contains(r.device)) names_ = device_names(dev_);  // a new one
+      if (opt_.json) {
+        kdatctl::render_change_json(std::cout, c, now, names_);
+      } else {
+        kdatctl::render_change_text(std::cout, c, now, names_);
+      }
+    }
+  }
+
+  const Options &opt_;
+  const kdat::Device &dev_;
+  kdatctl::DeviceNames names_;
+  std::map<std::uint64_t, Attached> tables_;
+};
+
+int cmd_watch(const Options &opt, const kdat::Device &dev) {
+  using Clock = std::chrono::steady_clock;
+  catch_stop_signals();
+  const auto start = Clock::now();
+  const auto deadline = opt.duration_ms ? start + std::chrono::milliseconds(*opt.duration_ms)
+                                        : Clock::time_point::max();
+  const auto interval = std::chrono::milliseconds(opt.interval_ms);
+  // The change count before the first read: a change during a read wakes the next wait at once.
+  std::optional<std::uint64_t> seen;
+  try {
+    seen = kdat::wait_tables(dev, 0, kdat::Timeout(0));
+  } catch (const kdat::Error &) {
+    // a module older than ABI 8: read every interval instead (at least 200 ms)
+  }
+  Watcher watcher(opt, dev);
+  auto last_read = Clock::now();
+  for (unsigned long reads = 0; !stop_requested;) {
+    last_read = Clock::now();
+    watcher.read();
+    if (opt.count && ++reads >= *opt.count) break;
+    // Sleep until the tables change, in slices of a second at most so that a signal that
+    // arrives just before a wait is seen soon.
+    while (!stop_requested) {
+      auto slice = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::seconds(1));
+      if (opt.duration_ms) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
+        if (left.count() <= 0) return 0;
+        slice = std::min(slice, left);
+      }
+      if (!seen) {
+        std::this_thread::sleep_for(std::min<std::chrono::microseconds>(
+            slice, std::max(interval, std::chrono::milliseconds(200))));
+        break;
+      }
+      try {
+        const auto now_seen = kdat::wait_tables(dev, *seen, slice);
+        if (now_seen != *seen) {
+          seen = now_seen;
+          break;
+        }
+      } catch (const kdat::Error &e) {
+        if (e.code().type() != KDAT_DAT_INTERRUPTED_CALL) throw;
+      }
+    }
+    // At most one read per interval, so that a busy host does not keep watch busy too.
+    const auto next = last_read + interval;
+    if (Clock::now() < next && !stop_requested) std::this_thread::sleep_until(next);
+    if (Clock::now() >= deadline) break;
+  }
+  return 0;
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
   Options opt;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string &a = args[i];
-    const auto value = [&]() -> const char * {
-      return i + 1 < args.size() ? args[++i].c_str() : nullptr;
-    };
-    if (a == "--help" || a == "-h" || a == "help") {
-      std::fputs(help_text, stdout);
-      return 0;
-    } else if (a == "--version" && opt.command.empty()) {
-      opt.command = "version";
-    } else if (a == "--json") {
-      opt.json = true;
-    } else if (a == "--all") {
-      opt.all = true;
-    } else if (a == "--device") {
-      const char *v = value();
-      if (v == nullptr) return usage_error("--device wants a path");
-      opt.device = v;
-    } else if (a == "--interval") {
-      const char *v = value();
-      const auto n = v != nullptr ? parse_number(v) : std::nullopt;
-      if (!n || *n == 0 || *n > 3600000) return usage_error("--interval wants milliseconds");
-      opt.interval_ms = static_cast<unsigned>(*n);
-    } else if (a == "--count") {
-      const char *v = value();
-      const auto n = v != nullptr ? parse_number(v) : std::nullopt;
-      if (!n || *n == 0) return usage_error("--count wants a positive number");
-      opt.count = *n;
-    } else if (a == "--table" || a == "--pid" || a == "--ia") {
-      const char *v = value();
-      const auto n = v != nullptr ? parse_u64(v) : std::nullopt;
-      if (!n || (a != "--table" && *n > UINT32_MAX)) {
-        return usage_error(a + (a == "--table" ? " wants a table id"
-                                : a == "--pid" ? " wants a process id"
-                                               : " wants an IA handle (0x... or decimal)"));
-      }
-      if (a == "--table") opt.filter.table = *n;
-      if (a == "--pid") opt.filter.pid = static_cast<std::uint32_t>(*n);
-      if (a == "--ia") opt.filter.ia = static_cast<std::uint32_t>(*n);
-    } else if (a == "--comm" || a == "--state" || a == "--type") {
-      const char *v = value();
-      if (v == nullptr || *v == '\0') return usage_error(a + " wants a name");
-      if (a == "--type" && !kdatctl::known_type(v)) {
-        return usage_error(std::string("--type '") + v + "': one of IA, EVD, EP, PSP, RSP, CR");
-      }
-      (a == "--comm" ? opt.filter.comm : a == "--state" ? opt.filter.state : opt.filter.type) = v;
-    } else if (opt.command.empty() && a[0] != '-') {
-      opt.command = a;
-    } else if (opt.command == "show" && a[0] != '-') {
-      opt.operands.push_back(a);
-    } else {
-      return usage_error("unexpected argument '" + a + "'");
-    }
-  }
-  if (opt.command.empty()) return usage_error("no command");
-  const bool list_opts = opt.all;
-  const bool watch_opts = opt.count || opt.interval_ms != 200;
-  const auto &f = opt.filter;
-  const bool filter_opts =
-      f.table || f.pid || f.ia || !f.comm.empty() || !f.state.empty() || !f.type.empty();
+  FilterArgs filter_args;
+  std::string interval_arg, count_arg, duration_arg;
+
+  CLI::App app{
+      "usage: kdatctl [--device PATH] [-j] COMMAND [OPTIONS]\n"
+      "kdatctl: the operator's view of kdat's endpoints, tables and counters",
+      "kdatctl"};
+  app.footer(footer_text);
+  app.require_subcommand(0, 1);
+  app.fallthrough();  // -j and --device also after the command
+  // --help shows every command's options: one text says everything, as the man page does.
+  app.set_help_flag();
+  app.set_help_all_flag("-h,--help", "print this help and exit");
+  app.add_option("--device", opt.device, "the kdat device node (default /dev/kdat)")
+      ->option_text("PATH");
+  app.add_flag("-j,--json", opt.json, "print JSON instead of text");
+  bool version_flag = false;
+  app.add_flag("--version", version_flag, "as the version command");
+
+  auto *version = app.add_subcommand(
+      "version",
+      "kdatctl's version, and the loaded module's version, ABI, DAT version and RDMA "
+      "device count");
+  auto *list = app.add_subcommand("list",
+                                  "every object table this user may attach to, and its "
+                                  "objects");
+  list->add_flag("-a,--all", opt.all, "closed tables too, and freed slots (type FREE)");
+  add_filter_options(list, filter_args);
+  auto *watch = app.add_subcommand(
+      "watch", "a line per object that appears, changes state or goes away, as it happens");
+  watch
+      ->add_option("-i,--interval", interval_arg,
+                   "read the tables at most once per MS milliseconds (default 10)")
+      ->option_text("MS");
+  watch->add_option("-c,--count", count_arg, "stop after N reads of the tables")->option_text("N");
+  watch->add_option("--duration", duration_arg, "stop after MS milliseconds")->option_text("MS");
+  add_filter_options(watch, filter_args);
+  auto *show = app.add_subcommand("show", "one object, every field of its record");
+  show->add_option("TABLE HANDLE", opt.operands, "the table id and the object's handle")
+      ->expected(2)
+      ->required();
+  auto *counters = app.add_subcommand("counters", "each IA's connection counters, one line per IA");
+  add_filter_options(counters, filter_args);
+  auto *totals = app.add_subcommand(
+      "totals",
+      "the connection counters summed over the module's and each RDMA device's IAs, "
+      "closed ones included");
+  auto *devices = app.add_subcommand(
+      "devices",
+      "every RDMA device port, its state and link layer, and the netdev and addresses "
+      "that name it as an IA (works without the module)");
+  auto *help = app.add_subcommand("help", "print this help and exit");
+
   try {
-    if (opt.command == "version") {
-      if (opt.json || list_opts || watch_opts || filter_opts) {
-        return usage_error("version takes no options");
-      }
-      return cmd_version(opt);
+    app.parse(argc, argv);
+  } catch (const CLI::CallForAllHelp &) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::CallForHelp &) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::ParseError &e) {
+    return usage_error(e.what());
+  }
+  if (*help) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  }
+  const bool any_command = *version || *list || *watch || *show || *counters || *totals || *devices;
+  if (!any_command && !version_flag) return usage_error("no command");
+  try {
+    if (!interval_arg.empty()) {
+      opt.interval_ms = static_cast<unsigned>(
+          number_or_throw("--interval", interval_arg, 3600000, "wants milliseconds"));
     }
-    if (opt.command == "list") {
-      if (watch_opts) return usage_error("list takes --json, --all and filters");
-      return cmd_list(opt);
+    if (!count_arg.empty()) {
+      opt.count = number_or_throw("--count", count_arg, ULONG_MAX, "wants a positive number");
+      if (*opt.count == 0) throw UsageError("--count wants a positive number");
     }
-    if (opt.command == "watch") return cmd_watch(opt);
-    if (opt.command == "counters") {
-      if (list_opts || watch_opts) return usage_error("counters takes --json and filters");
-      return cmd_counters(opt);
+    if (!duration_arg.empty()) {
+      opt.duration_ms =
+          number_or_throw("--duration", duration_arg, ULONG_MAX, "wants milliseconds");
     }
-    if (opt.command == "devices") {
-      if (list_opts || watch_opts || filter_opts) return usage_error("devices takes only --json");
+    if (version_flag || *version) return cmd_version(opt);
+    if (*devices) {
       const auto ports = kdatctl::list_ports("/sys/class/infiniband", kdatctl::host_addresses);
       if (opt.json) {
         kdatctl::render_ports_json(std::cout, ports);
@@ -451,12 +584,16 @@ int main(int argc, char **argv) {
       }
       return 0;
     }
-    if (opt.command == "show") {
-      if (list_opts || watch_opts || filter_opts) return usage_error("show takes only --json");
-      if (opt.operands.size() != 2) return usage_error("show wants TABLE HANDLE");
-      return cmd_show(opt);
-    }
-    return usage_error("unknown command '" + opt.command + "'");
+    if (*show) return cmd_show(opt);
+    if (*totals) return cmd_totals(opt);
+    parse_filter(filter_args, opt, nullptr);  // usage errors before the device is opened
+    const kdat::Device dev = open_observer(opt.device);
+    parse_filter(filter_args, opt, &dev);
+    if (*list) return cmd_list(opt, dev);
+    if (*watch) return cmd_watch(opt, dev);
+    return cmd_counters(opt, dev);
+  } catch (const UsageError &e) {
+    return usage_error(e.what());
   } catch (const std::exception &e) {
     std::fprintf(stderr, "kdatctl: %s\n", e.what());
     return 1;

@@ -1,5 +1,7 @@
 #include "render.hpp"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -14,7 +16,40 @@ namespace kdatctl {
 
 using kdat::Record;
 
+std::string rdma_port_text(const Record &r, const DeviceNames &devices) {
+  if (r.device == 0) return "-";
+  const auto it = devices.find(r.device);
+  const std::string name = it != devices.end() ? it->second : "#" + std::to_string(r.device);
+  return name + "/" + std::to_string(r.port_num);
+}
+
+std::optional<AddressFilter> parse_address(const std::string &text) {
+  std::string bare = text;
+  if (bare.size() > 2 && bare.front() == '[' && bare.back() == ']') {
+    bare = bare.substr(1, bare.size() - 2);
+  }
+  AddressFilter a;
+  if (::inet_pton(AF_INET, bare.c_str(), a.addr) == 1) {
+    a.family = KDAT_AF_INET;
+    return a;
+  }
+  if (::inet_pton(AF_INET6, bare.c_str(), a.addr) == 1) {
+    a.family = KDAT_AF_INET6;
+    return a;
+  }
+  return std::nullopt;
+}
+
 namespace {
+
+// The device and port as JSON: the name (null when the record names none or its device went)
+// and the port (null when none).
+void add_rdma_port(Json &j, const Record &r, const DeviceNames &devices) {
+  const auto it = devices.find(r.device);
+  j["rdma_device"] = r.device != 0 && it != devices.end() ? Json(it->second) : Json(nullptr);
+  j["rdma_device_number"] = r.device;
+  j["rdma_port"] = r.device != 0 ? Json(r.port_num) : Json(nullptr);
+}
 
 constexpr std::size_t key_width = 13;  // "show": the longest key and a space
 
@@ -37,13 +72,12 @@ std::string flags_text(const Record &r) {
   return text;
 }
 
-std::string table_flags_json(const kdat::TableHeader &h) {
-  std::string text = "[";
-  if (h.kernel()) text += "\"kernel\",";
-  if (h.closed()) text += "\"closed\",";
-  if ((h.flags & KDAT_TABLE_VIEWER) != 0) text += "\"viewer\",";
-  if (text.back() == ',') text.pop_back();
-  return text + "]";
+Json table_flags_json(const kdat::TableHeader &h) {
+  Json flags = Json::array();
+  if (h.kernel()) flags.push_back("kernel");
+  if (h.closed()) flags.push_back("closed");
+  if ((h.flags & KDAT_TABLE_VIEWER) != 0) flags.push_back("viewer");
+  return flags;
 }
 
 std::vector<Record> ordered(const std::vector<Record> &records) {
@@ -65,22 +99,42 @@ bool has_conn_qual(const Record &r) {
   return r.type == KDAT_REC_EP || r.type == KDAT_REC_PSP || r.type == KDAT_REC_RSP;
 }
 
-void record_json(std::ostream &out, const Record &r, std::uint64_t now_ns) {
-  out << "{\"handle\":" << r.handle << ",\"handle_hex\":" << json_string(handle_text(r.handle))
-      << ",\"slot\":" << KDAT_HANDLE_SLOT(r.handle) << ",\"generation\":" << r.generation
-      << ",\"type\":" << json_string(kdat::record_type_name(r.type))
-      << ",\"state\":" << json_string(kdat::record_state_name(r)) << ",\"state_value\":" << r.state
-      << ",\"owner\":" << r.owner << ",\"link\":" << r.link << ",\"link2\":" << r.link2
-      << ",\"local\":" << (has_local(r) ? json_string(address_text(r.local_addr)) : "null")
-      << ",\"remote\":" << (has_remote(r) ? json_string(address_text(r.remote_addr)) : "null")
-      << ",\"conn_qual\":" << r.conn_qual << ",\"ird\":" << r.ird << ",\"ord\":" << r.ord
-      << ",\"qp_num\":" << r.qp_num << ",\"transitions\":" << r.transitions
-      << ",\"events\":" << r.events
-      << ",\"last_event\":" << json_string(kdat::event_name(r.last_event))
-      << ",\"flags\":" << json_string(flags_text(r)) << ",\"created_ns\":" << r.created_ns
-      << ",\"changed_ns\":" << r.changed_ns
-      << ",\"age_ns\":" << (r.created_ns != 0 && now_ns >= r.created_ns ? now_ns - r.created_ns : 0)
-      << "}";
+Json address_json(bool present, const kdat_addr &addr) {
+  return present ? Json(address_text(addr)) : Json(nullptr);
+}
+
+Json record_json(const Record &r, std::uint64_t now_ns, const DeviceNames &devices) {
+  Json j;
+  j["handle"] = r.handle;
+  j["handle_hex"] = handle_text(r.handle);
+  j["slot"] = KDAT_HANDLE_SLOT(r.handle);
+  j["generation"] = r.generation;
+  j["type"] = kdat::record_type_name(r.type);
+  j["state"] = kdat::record_state_name(r);
+  j["state_value"] = r.state;
+  j["owner"] = r.owner;
+  j["link"] = r.link;
+  j["link2"] = r.link2;
+  j["local"] = address_json(has_local(r), r.local_addr);
+  j["remote"] = address_json(has_remote(r), r.remote_addr);
+  j["conn_qual"] = r.conn_qual;
+  j["ird"] = r.ird;
+  j["ord"] = r.ord;
+  j["qp_num"] = r.qp_num;
+  add_rdma_port(j, r, devices);
+  j["transitions"] = r.transitions;
+  j["events"] = r.events;
+  j["last_event"] = kdat::event_name(r.last_event);
+  j["flags"] = flags_text(r);
+  j["created_ns"] = r.created_ns;
+  j["changed_ns"] = r.changed_ns;
+  j["age_ns"] = r.created_ns != 0 && now_ns >= r.created_ns ? now_ns - r.created_ns : 0;
+  return j;
+}
+
+bool address_matches(const AddressFilter &want, bool present, const kdat_addr &addr) {
+  const std::size_t len = want.family == KDAT_AF_INET ? 4 : 16;
+  return present && addr.family == want.family && std::memcmp(addr.addr, want.addr, len) == 0;
 }
 
 bool same_name(const std::string &a, const std::string &b) {
@@ -109,6 +163,18 @@ bool Filter::record_matches(const kdat::Record &r) const {
   if (!type.empty() && !same_name(type, kdat::record_type_name(r.type))) return false;
   if (!state.empty() && !same_name(state, kdat::record_state_name(r))) return false;
   if (ia && !(r.handle == *ia && r.type == KDAT_REC_IA) && r.owner != *ia) return false;
+  if (addr && !address_matches(*addr, has_local(r), r.local_addr) &&
+      !address_matches(*addr, has_remote(r), r.remote_addr)) {
+    return false;
+  }
+  if (port && !(has_local(r) && r.local_addr.port == *port) &&
+      !(has_remote(r) && r.remote_addr.port == *port)) {
+    return false;
+  }
+  if (conn_qual && !(has_conn_qual(r) && r.conn_qual == *conn_qual)) return false;
+  if (qp_num && r.qp_num != *qp_num) return false;
+  if (device && r.device != *device) return false;
+  if (rdma_port && !(r.device != 0 && r.port_num == *rdma_port)) return false;
   return true;
 }
 
@@ -125,7 +191,7 @@ std::vector<kdat::TableSnapshot> filtered(std::vector<kdat::TableSnapshot> table
 }
 
 void render_object_text(std::ostream &out, const kdat::TableHeader &table, const Record &r,
-                        std::uint64_t now_ns) {
+                        std::uint64_t now_ns, const DeviceNames &devices) {
   const auto line = [&](const char *key, const std::string &value) {
     out << key << std::string(key_width - std::min(key_width, std::strlen(key)), ' ') << value
         << "\n";
@@ -144,6 +210,7 @@ void render_object_text(std::ostream &out, const kdat::TableHeader &table, const
   line("conn_qual", has_conn_qual(r) ? std::to_string(r.conn_qual) : "-");
   line("ird/ord", std::to_string(r.ird) + "/" + std::to_string(r.ord));
   line("qp_num", r.qp_num != 0 ? std::to_string(r.qp_num) : "-");
+  line("rdma_port", rdma_port_text(r, devices));
   line("transitions", std::to_string(r.transitions));
   line("events", std::to_string(r.events));
   line("last_event", kdat::event_name(r.last_event));
@@ -154,11 +221,14 @@ void render_object_text(std::ostream &out, const kdat::TableHeader &table, const
 }
 
 void render_object_json(std::ostream &out, const kdat::TableHeader &table, const Record &r,
-                        std::uint64_t now_ns) {
-  out << "{\"now_ns\":" << now_ns << ",\"table\":" << table.id << ",\"pid\":" << table.pid
-      << ",\"comm\":" << json_string(table.comm) << ",\"object\":";
-  record_json(out, r, now_ns);
-  out << "}\n";
+                        std::uint64_t now_ns, const DeviceNames &devices) {
+  Json doc;
+  doc["now_ns"] = now_ns;
+  doc["table"] = table.id;
+  doc["pid"] = table.pid;
+  doc["comm"] = table.comm;
+  doc["object"] = record_json(r, now_ns, devices);
+  print_json(out, doc);
 }
 
 int type_rank(std::uint32_t type) {
@@ -180,7 +250,7 @@ std::string handle_text(std::uint32_t handle) {
 }
 
 void render_text(std::ostream &out, const std::vector<kdat::TableSnapshot> &tables,
-                 std::uint64_t now_ns) {
+                 std::uint64_t now_ns, const DeviceNames &devices) {
   if (tables.empty()) {
     out << "no tables\n";
     return;
@@ -196,52 +266,59 @@ void render_text(std::ostream &out, const std::vector<kdat::TableSnapshot> &tabl
     }
     char line[512];
     std::snprintf(line, sizeof(line),
-                  "  %-10s %-4s %-28s %-22s %-22s %9s %4s %4s %5s %6s %-40s %s\n", "HANDLE", "TYPE",
-                  "STATE", "LOCAL", "REMOTE", "CONN_QUAL", "IRD", "ORD", "TRANS", "EVENTS",
-                  "LAST_EVENT", "AGE");
+                  "  %-10s %-4s %-28s %-22s %-22s %9s %-12s %8s %4s %4s %5s %6s %-40s %s\n",
+                  "HANDLE", "TYPE", "STATE", "LOCAL", "REMOTE", "CONN_QUAL", "RDMA_PORT", "QPN",
+                  "IRD", "ORD", "TRANS", "EVENTS", "LAST_EVENT", "AGE");
     out << line;
     for (const auto &r : ordered(t.records)) {
       const std::string conn_qual = has_conn_qual(r) ? std::to_string(r.conn_qual) : "-";
-      std::snprintf(
-          line, sizeof(line), "  %-10s %-4s %-28s %-22s %-22s %9s %4u %4u %5u %6u %-40s %s\n",
-          handle_text(r.handle).c_str(), kdat::record_type_name(r.type),
-          kdat::record_state_name(r).c_str(),
-          has_local(r) ? address_text(r.local_addr).c_str() : "-",
-          has_remote(r) ? address_text(r.remote_addr).c_str() : "-", conn_qual.c_str(),
-          static_cast<unsigned>(r.ird), static_cast<unsigned>(r.ord), r.transitions, r.events,
-          kdat::event_name(r.last_event).c_str(), age_text(now_ns, r.created_ns).c_str());
+      const std::string qpn = r.qp_num != 0 ? std::to_string(r.qp_num) : "-";
+      std::snprintf(line, sizeof(line),
+                    "  %-10s %-4s %-28s %-22s %-22s %9s %-12s %8s %4u %4u %5u %6u %-40s %s\n",
+                    handle_text(r.handle).c_str(), kdat::record_type_name(r.type),
+                    kdat::record_state_name(r).c_str(),
+                    has_local(r) ? address_text(r.local_addr).c_str() : "-",
+                    has_remote(r) ? address_text(r.remote_addr).c_str() : "-", conn_qual.c_str(),
+                    rdma_port_text(r, devices).c_str(), qpn.c_str(), static_cast<unsigned>(r.ird),
+                    static_cast<unsigned>(r.ord), r.transitions, r.events,
+                    kdat::event_name(r.last_event).c_str(), age_text(now_ns, r.created_ns).c_str());
       out << line;
     }
   }
 }
 
 void render_json(std::ostream &out, const std::vector<kdat::TableSnapshot> &tables,
-                 std::uint64_t now_ns) {
-  out << "{\"now_ns\":" << now_ns << ",\"tables\":[";
-  bool first_table = true;
+                 std::uint64_t now_ns, const DeviceNames &devices) {
+  Json doc;
+  doc["now_ns"] = now_ns;
+  doc["tables"] = Json::array();
   for (const auto &t : tables) {
     const auto &h = t.header;
-    out << (first_table ? "" : ",") << "\n {\"id\":" << h.id << ",\"pid\":" << h.pid
-        << ",\"uid\":" << h.uid << ",\"comm\":" << json_string(h.comm)
-        << ",\"flags\":" << table_flags_json(h) << ",\"live\":" << h.live
-        << ",\"high_water\":" << h.high_water << ",\"updates\":" << h.updates
-        << ",\"created_ns\":" << h.created_ns << ",\"objects\":[";
-    first_table = false;
-    bool first = true;
-    for (const auto &r : ordered(t.records)) {
-      out << (first ? "\n  " : ",\n  ");
-      record_json(out, r, now_ns);
-      first = false;
-    }
-    out << "]}";
+    Json table;
+    table["id"] = h.id;
+    table["pid"] = h.pid;
+    table["uid"] = h.uid;
+    table["comm"] = h.comm;
+    table["flags"] = table_flags_json(h);
+    table["live"] = h.live;
+    table["high_water"] = h.high_water;
+    table["updates"] = h.updates;
+    table["created_ns"] = h.created_ns;
+    table["objects"] = Json::array();
+    for (const auto &r : ordered(t.records))
+      table["objects"].push_back(record_json(r, now_ns, devices));
+    doc["tables"].push_back(std::move(table));
   }
-  out << "]}\n";
+  print_json(out, doc);
 }
+
+bool filled(const Record &r) { return r.type == KDAT_REC_IA ? r.state != 0 : r.owner != 0; }
 
 std::vector<Change> initial(const kdat::TableSnapshot &snapshot) {
   std::vector<Change> changes;
   for (const auto &r : snapshot.records) {
-    if (r.handle != 0) changes.push_back(Change{Change::Kind::created, snapshot.header, {}, r});
+    if (r.handle != 0 && filled(r))
+      changes.push_back(Change{Change::Kind::created, snapshot.header, {}, r});
   }
   return changes;
 }
@@ -249,10 +326,10 @@ std::vector<Change> initial(const kdat::TableSnapshot &snapshot) {
 std::vector<Change> diff(const kdat::TableSnapshot &before, const kdat::TableSnapshot &after) {
   std::map<std::uint32_t, Record> old_by_slot, new_by_slot;
   for (const auto &r : before.records) {
-    if (r.handle != 0) old_by_slot[KDAT_HANDLE_SLOT(r.handle)] = r;
+    if (r.handle != 0 && filled(r)) old_by_slot[KDAT_HANDLE_SLOT(r.handle)] = r;
   }
   for (const auto &r : after.records) {
-    if (r.handle != 0) new_by_slot[KDAT_HANDLE_SLOT(r.handle)] = r;
+    if (r.handle != 0 && filled(r)) new_by_slot[KDAT_HANDLE_SLOT(r.handle)] = r;
   }
   std::vector<Change> changes;
   for (const auto &[slot, old] : old_by_slot) {
@@ -296,7 +373,8 @@ std::uint32_t unseen(const Change &c) {
 
 }  // namespace
 
-void render_change_text(std::ostream &out, const Change &c, std::uint64_t now_ns) {
+void render_change_text(std::ostream &out, const Change &c, std::uint64_t now_ns,
+                        const DeviceNames &devices) {
   const Record &r = c.kind == Change::Kind::freed ? c.before : c.after;
   char stamp[32];
   std::snprintf(stamp, sizeof(stamp), "%.6f", static_cast<double>(now_ns) / 1e9);
@@ -315,45 +393,92 @@ void render_change_text(std::ostream &out, const Change &c, std::uint64_t now_ns
     if (unseen(c) != 0) out << " (+" << unseen(c) << " unseen)";
   }
   if (r.last_event != 0) out << " last_event " << kdat::event_name(r.last_event);
+  if (r.device != 0) out << " rdma_port " << rdma_port_text(r, devices);
   out << "\n";
 }
 
-void render_change_json(std::ostream &out, const Change &c, std::uint64_t now_ns) {
+void render_change_json(std::ostream &out, const Change &c, std::uint64_t now_ns,
+                        const DeviceNames &devices) {
   const Record &r = c.kind == Change::Kind::freed ? c.before : c.after;
-  out << "{\"time_ns\":" << now_ns << ",\"table\":" << c.table.id << ",\"pid\":" << c.table.pid
-      << ",\"comm\":" << json_string(c.table.comm) << ",\"change\":\"" << kind_name(c.kind)
-      << "\",\"handle\":" << r.handle << ",\"type\":" << json_string(kdat::record_type_name(r.type))
-      << ",\"from\":"
-      << (c.kind == Change::Kind::created ? "null" : json_string(kdat::record_state_name(c.before)))
-      << ",\"to\":"
-      << (c.kind == Change::Kind::freed ? "null" : json_string(kdat::record_state_name(c.after)))
-      << ",\"transitions\":" << r.transitions << ",\"unseen\":" << unseen(c)
-      << ",\"events\":" << r.events
-      << ",\"last_event\":" << json_string(kdat::event_name(r.last_event)) << "}\n";
+  Json j;
+  j["time_ns"] = now_ns;
+  j["table"] = c.table.id;
+  j["pid"] = c.table.pid;
+  j["comm"] = c.table.comm;
+  j["change"] = kind_name(c.kind);
+  j["handle"] = r.handle;
+  j["type"] = kdat::record_type_name(r.type);
+  j["from"] =
+      c.kind == Change::Kind::created ? Json(nullptr) : Json(kdat::record_state_name(c.before));
+  j["to"] = c.kind == Change::Kind::freed ? Json(nullptr) : Json(kdat::record_state_name(c.after));
+  j["transitions"] = r.transitions;
+  j["unseen"] = unseen(c);
+  j["events"] = r.events;
+  j["last_event"] = kdat::event_name(r.last_event);
+  add_rdma_port(j, r, devices);
+  print_json(out, j);
 }
 
-void render_counters_text(std::ostream &out, const std::vector<IaCountersRow> &rows) {
+void render_counters_text(std::ostream &out, const std::vector<IaCountersRow> &rows,
+                          const DeviceNames &devices) {
   for (const auto &row : rows) {
     out << "table " << row.table.id << " pid " << row.table.pid << " comm "
         << (row.table.comm.empty() ? "-" : row.table.comm) << " ia " << handle_text(row.ia.handle)
-        << " local " << (has_local(row.ia) ? address_text(row.ia.local_addr) : "-");
+        << " local " << (has_local(row.ia) ? address_text(row.ia.local_addr) : "-") << " dev "
+        << rdma_port_text(row.ia, devices);
     for (const auto &c : row.counters) out << ' ' << c.name << ' ' << c.value;
     out << '\n';
   }
 }
 
-void render_counters_json(std::ostream &out, const std::vector<IaCountersRow> &rows) {
-  out << '[';
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto &row = rows[i];
-    out << (i ? "," : "") << "{\"table\":" << row.table.id << ",\"pid\":" << row.table.pid
-        << ",\"comm\":" << json_string(row.table.comm) << ",\"ia\":" << row.ia.handle
-        << ",\"ia_hex\":" << json_string(handle_text(row.ia.handle)) << ",\"local\":"
-        << (has_local(row.ia) ? json_string(address_text(row.ia.local_addr)) : "null");
-    for (const auto &c : row.counters) out << ",\"" << c.name << "\":" << c.value;
-    out << '}';
+void render_counters_json(std::ostream &out, const std::vector<IaCountersRow> &rows,
+                          const DeviceNames &devices) {
+  Json doc = Json::array();
+  for (const auto &row : rows) {
+    Json j;
+    j["table"] = row.table.id;
+    j["pid"] = row.table.pid;
+    j["comm"] = row.table.comm;
+    j["ia"] = row.ia.handle;
+    j["ia_hex"] = handle_text(row.ia.handle);
+    j["local"] = address_json(has_local(row.ia), row.ia.local_addr);
+    add_rdma_port(j, row.ia, devices);
+    for (const auto &c : row.counters) j[std::string(c.name)] = c.value;
+    doc.push_back(std::move(j));
   }
-  out << "]\n";
+  print_json(out, doc);
+}
+
+void render_totals_text(std::ostream &out, const std::vector<kdat::CounterTotals> &totals) {
+  for (const auto &t : totals) {
+    if (t.number == 0) {
+      out << "module";
+    } else {
+      out << "device " << (t.name.empty() ? "-" : t.name) << " number " << t.number;
+    }
+    for (const auto &c : t.counters) out << ' ' << c.name << ' ' << c.value;
+    out << '\n';
+  }
+}
+
+void render_totals_json(std::ostream &out, const std::vector<kdat::CounterTotals> &totals) {
+  Json doc;
+  doc["module"] = Json::object();
+  doc["devices"] = Json::array();
+  for (const auto &t : totals) {
+    Json j;
+    if (t.number != 0) {
+      j["device"] = t.name;
+      j["number"] = t.number;
+    }
+    for (const auto &c : t.counters) j[std::string(c.name)] = c.value;
+    if (t.number == 0) {
+      doc["module"] = std::move(j);
+    } else {
+      doc["devices"].push_back(std::move(j));
+    }
+  }
+  print_json(out, doc);
 }
 
 }  // namespace kdatctl

@@ -46,7 +46,7 @@
 #include "kdat_counters.h"
 
 #define KDAT_DEVICE_NAME	"kdat"
-#define KDAT_ABI_VERSION	7	/* 7: UD user QPs (KDAT_UQP_UD), the events' UD tail */
+#define KDAT_ABI_VERSION	8	/* 8: records' device and port, DEV_COUNTERS, TABLE_WAIT */
 #define KDAT_IOC_MAGIC		0xDA
 
 #define KDAT_TIMEOUT_INFINITE	0xffffffffu
@@ -156,6 +156,29 @@ struct kdat_ia_counters {
 	__u64 table;				/* in: a table id, 0 = this file */
 	__u32 ia;				/* in: the IA's handle in that table */
 	__u32 count;				/* out: KDAT_IA_NR_COUNTERS */
+	__u64 value[KDAT_IA_COUNTERS_ROOM];	/* out: in KDAT_IA_COUNTERS order */
+};
+
+/*
+ * ABI 8: the same counters summed over every IA an RDMA device has had, or
+ * over every IA the module has had, kept after the IAs close.  device 0: the
+ * module's totals, since it was loaded; otherwise a device's number as
+ * records carry it (struct kdat_record.device), whose totals last as long as
+ * kdat knows the device.  next: the lowest device number above device, 0 when
+ * there is none, so a caller lists them all from 0.  A number that names no
+ * device: DAT_INVALID_PARAMETER.  Anyone who may open /dev/kdat may read
+ * them, as anyone may read a port's counters in sysfs.
+ */
+#define KDAT_DEV_NAME_MAX	64	/* IB_DEVICE_NAME_MAX */
+
+struct kdat_dev_counters {
+	__u32 size;
+	__u32 status;
+	__u32 device;				/* in: 0 = the module's totals */
+	__u32 next;				/* out: the next device's number, 0 = none */
+	char name[KDAT_DEV_NAME_MAX];		/* out: its ib_device name; "" for the module */
+	__u32 count;				/* out: KDAT_IA_NR_COUNTERS */
+	__u32 reserved;				/* must be zero */
 	__u64 value[KDAT_IA_COUNTERS_ROOM];	/* out: in KDAT_IA_COUNTERS order */
 };
 
@@ -615,7 +638,9 @@ struct kdat_record {
 	struct kdat_addr local_addr;
 	struct kdat_addr remote_addr;
 	__u32 qp_num;		/* EP: its QP's number (rdma res show qp/cm_id lqpn); 0 = none */
-	__u32 reserved;
+	__u16 device;		/* ABI 8: its IA's RDMA device (KDAT_IOC_DEV_COUNTERS); 0 = none */
+	__u8 port_num;		/* ABI 8: its IA's port on that device; 0 = none */
+	__u8 reserved;
 };
 
 /*
@@ -649,6 +674,23 @@ struct kdat_table_attach {
 	__u32 size;
 	__u32 status;
 	__u64 id;
+};
+
+/*
+ * ABI 8: sleep until the shared tables change.  The module counts every
+ * record write of every table and every table's creation and close; the call
+ * returns, with the count in changes, as soon as it differs from the changes
+ * given (at once for 0), else DAT_TIMEOUT_EXPIRED after timeout_us
+ * (KDAT_TIMEOUT_INFINITE: never; 0: at once), or DAT_INTERRUPTED_CALL on a
+ * signal.  The count is module-wide: a wake may be for a table the caller
+ * cannot see, so a watcher re-reads what it watches and waits again.
+ */
+struct kdat_table_wait {
+	__u32 size;
+	__u32 status;
+	__u32 timeout_us;	/* in */
+	__u32 reserved;		/* must be zero */
+	__u64 changes;		/* in: the count last seen, 0 = none; out: the count now */
 };
 
 /* ---- Event rings (an EVD's own file) -------------------------------------- */
@@ -924,6 +966,8 @@ struct kdat_uqp_establish {
 #define KDAT_IOC_CR_REJECT	_IOWR(KDAT_IOC_MAGIC, 0x42, struct kdat_cr_reject)
 #define KDAT_IOC_TABLE_LIST	_IOWR(KDAT_IOC_MAGIC, 0x50, struct kdat_table_list)
 #define KDAT_IOC_TABLE_ATTACH	_IOWR(KDAT_IOC_MAGIC, 0x51, struct kdat_table_attach)
+#define KDAT_IOC_TABLE_WAIT	_IOWR(KDAT_IOC_MAGIC, 0x52, struct kdat_table_wait)
+#define KDAT_IOC_DEV_COUNTERS	_IOWR(KDAT_IOC_MAGIC, 0x05, struct kdat_dev_counters)
 #define KDAT_IOC_EVD_RING	_IOWR(KDAT_IOC_MAGIC, 0x14, struct kdat_evd_ring)
 #define KDAT_IOC_EVD_RING_WAIT	_IOWR(KDAT_IOC_MAGIC, 0x15, struct kdat_evd_ring_wait)
 #define KDAT_IOC_UQP_CREATE	_IOWR(KDAT_IOC_MAGIC, 0x60, struct kdat_uqp_create)

@@ -28,6 +28,8 @@
 	ZERO(ia_query, reserved)						\
 	HANDLE(ia_query, ia, IA, REQUIRED, INVALID_HANDLE_IA)			\
 	CMD(IA_COUNTERS, ia_counters, value)					\
+	CMD(DEV_COUNTERS, dev_counters, value)					\
+	ZERO(dev_counters, reserved)						\
 	CMD(EVD_CREATE, evd_create, evd)					\
 	HANDLE(evd_create, ia, IA, REQUIRED, INVALID_HANDLE_IA)			\
 	CMD(EVD_FREE, evd_free, reserved)					\
@@ -93,6 +95,8 @@
 	HANDLE(cr_reject, cr, CR, REQUIRED, INVALID_HANDLE_CR)			\
 	CMD(TABLE_LIST, table_list, tables)					\
 	CMD(TABLE_ATTACH, table_attach, id)					\
+	CMD(TABLE_WAIT, table_wait, changes)					\
+	ZERO(table_wait, reserved)						\
 	CMD(UQP_CREATE, uqp_create, ep)						\
 	ZERO(uqp_create, attr.reserved)						\
 	ZERO(uqp_create, reserved)						\

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <kdat/error.hpp>
+#include <kdat/types.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -179,6 +180,25 @@ struct IaCounter {
 // DAT_PRIVILEGES_VIOLATION, DAT_INVALID_PARAMETER (no such table).
 [[nodiscard]] std::vector<IaCounter> ia_counters(const Device &device, std::uint64_t table,
                                                  std::uint32_t ia);
+
+// The same counters summed over every IA an RDMA device has had (kept while kdat knows the
+// device), or over every IA since the module was loaded (KDAT_IOC_DEV_COUNTERS, ABI 8).
+struct CounterTotals {
+  std::uint32_t number = 0;  // as records carry it (Record::device); 0 = the module's totals
+  std::string name;          // the ib_device's name; empty for the module
+  std::vector<IaCounter> counters;
+};
+
+// The module's totals first, then every device kdat knows, by number.  A device that goes while
+// they are read is left out.  Errors: DAT_INVALID_PARAMETER from a module older than ABI 8.
+[[nodiscard]] std::vector<CounterTotals> counter_totals(const Device &device);
+
+// Sleeps until the module's shared tables change (a record written, a table made or closed:
+// KDAT_IOC_TABLE_WAIT, ABI 8) or `timeout` passes, and returns the change count then; `seen` is
+// the count last returned (0 returns it at once).  A count equal to `seen` means the time ran
+// out.  The count is module-wide: a wake may be for a table the caller does not see.  Errors:
+// DAT_INTERRUPTED_CALL on a signal.
+[[nodiscard]] std::uint64_t wait_tables(const Device &device, std::uint64_t seen, Timeout timeout);
 
 // An owned, read-only mapping of a table: the device's own (KDAT_MMAP_TABLE) or the one an
 // attach selected (KDAT_MMAP_VIEW).  It stays readable after the owner closes (the header then

@@ -277,6 +277,8 @@ union Arg {
   kdat_cr_reject cr_reject;
   kdat_table_list table_list;
   kdat_table_attach table_attach;
+  kdat_table_wait table_wait;
+  kdat_dev_counters dev_counters;
   kdat_evd_ring evd_ring;
   kdat_evd_ring_wait evd_ring_wait;
   kdat_uqp_create uqp_create;
@@ -338,7 +340,8 @@ const Cmd cmds[] = {
     KDAT_FUZZ_CMD(TABLE_LIST, 2),     KDAT_FUZZ_CMD(TABLE_ATTACH, 2),
     KDAT_FUZZ_CMD(EVD_RING, 3),       KDAT_FUZZ_CMD(EVD_RING_WAIT, 3),
     KDAT_FUZZ_CMD(UQP_CREATE, 3),     KDAT_FUZZ_CMD(UQP_ATTR, 3),
-    KDAT_FUZZ_CMD(UQP_ESTABLISH, 2),
+    KDAT_FUZZ_CMD(UQP_ESTABLISH, 2),  KDAT_FUZZ_CMD(TABLE_WAIT, 2),
+    KDAT_FUZZ_CMD(DEV_COUNTERS, 2),
 };
 #undef KDAT_FUZZ_CMD
 constexpr unsigned kMmapWeight = 4, kUnknownWeight = 2, kConnectWeight = 4;
@@ -458,6 +461,13 @@ void fill(unsigned long nr, Arg &a, std::size_t size) {
       break;
     }
     case KDAT_IOC_TABLE_ATTACH: a.table_attach.id = chance(50) ? below(64) : rnd(); break;
+    case KDAT_IOC_TABLE_WAIT:
+      a.table_wait.timeout_us = pick_timeout();
+      a.table_wait.changes = chance(50) ? below(4) : rnd();
+      break;
+    case KDAT_IOC_DEV_COUNTERS:
+      a.dev_counters.device = chance(80) ? below(4) : static_cast<std::uint32_t>(rnd());
+      break;
     case KDAT_IOC_EVD_RING_WAIT:
       a.evd_ring_wait.timeout_us = pick_timeout();
       a.evd_ring_wait.threshold = chance(80) ? 1 : pick_qlen();
@@ -721,7 +731,8 @@ void one_call(ArgPages &pages) {
   // Waits longer than 20 ms (infinite ones too) are the watchdog's to interrupt.
   const unsigned long cmd = grown ? c.nr : nr;  // the command, whatever size its number says
   const bool long_wait = (cmd == KDAT_IOC_EVD_WAIT && a.evd_wait.timeout_us > 20'000) ||
-                         (cmd == KDAT_IOC_EVD_RING_WAIT && a.evd_ring_wait.timeout_us > 20'000);
+                         (cmd == KDAT_IOC_EVD_RING_WAIT && a.evd_ring_wait.timeout_us > 20'000) ||
+                         (cmd == KDAT_IOC_TABLE_WAIT && a.table_wait.timeout_us > 20'000);
   self->what.store(name);
   self->since.store(long_wait ? -now_ns() : now_ns());
   const long rc = ::ioctl(fd, nr, arg);
