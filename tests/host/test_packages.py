@@ -166,6 +166,9 @@ def test_the_postinst_creates_the_rdma_group_with_or_without_systemd_sysusers(pk
         assert [line.split() for line in f if not line.startswith("#")] == [["g", "rdma", "-", "-"]]
     with _copy_of(pkgroot, tmp_path) as run:
         postinst = "/var/lib/dpkg/info/kdat-dkms.postinst"
+        # DKMS's part of the postinst skips kernels without headers: it built kdat for them
+        # already, and would only build it again
+        run("sh", "-c", "rm /lib/modules/*/build")
         for without_sysusers in (False, True):
             if without_sysusers:
                 run("rm", os.path.realpath("/usr/bin/systemd-sysusers"))
