@@ -103,13 +103,16 @@ docs:
 	scripts/check-kernel-doc --man $(BUILD)/docs/man9
 
 # make install [DESTDIR=...] [PREFIX=/usr/local]: kdat.ko where modprobe finds it
-# (/lib/modules/KVER/updates), the udev rule, libkdat/libdaplkdat/kdatctl and their headers
+# (/lib/modules/KVER/updates), the udev rule and the sysusers.d entry of its group (the group is
+# made too, unless DESTDIR stages), libkdat/libdaplkdat/kdatctl and their headers
 # (cmake --install), and for out-of-tree kernel consumers kdat's kernel headers and the
 # Module.symvers of this kernel under PREFIX/src/kdat-VERSION (README: "Installing").
 PREFIX ?= /usr/local
 KDAT_VERSION := $(shell sed -n 's/^\#define KDAT_VERSION "\(.*\)"$$/\1/p' include/kdat/version.h)
 KSRCDIR = $(PREFIX)/src/kdat-$(KDAT_VERSION)
 UDEVRULESDIR ?= $(shell pkg-config --variable=udevdir udev 2>/dev/null || echo /lib/udev)/rules.d
+# where systemd-sysusers looks whatever PREFIX is, as the udev rule goes where udev looks
+SYSUSERSDIR ?= $(shell pkg-config --variable=sysusersdir systemd 2>/dev/null || echo /usr/lib/sysusers.d)
 install: all
 	$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod INSTALL_MOD_PATH=$(DESTDIR) INSTALL_MOD_DIR=updates \
 		DEPMOD=true modules_install
@@ -119,10 +122,15 @@ install: all
 	install -m 0644 include/kdat/uapi/*.h $(DESTDIR)$(KSRCDIR)/include/kdat/uapi/
 	install -D -m 0644 kmod/Module.symvers $(DESTDIR)$(KSRCDIR)/$(KVER)/Module.symvers
 	install -D -m 0644 scripts/99-kdat.rules $(DESTDIR)$(UDEVRULESDIR)/99-kdat.rules
+	install -D -m 0644 scripts/kdat.sysusers $(DESTDIR)$(SYSUSERSDIR)/kdat.conf
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD)/user --prefix $(PREFIX)
 	@if [ -z "$(DESTDIR)" ]; then depmod -a $(KVER); \
+		if command -v systemd-sysusers >/dev/null; then \
+			systemd-sysusers $(SYSUSERSDIR)/kdat.conf; \
+		elif ! getent group rdma >/dev/null; then groupadd --system rdma; fi; \
 		udevadm control --reload 2>/dev/null || true; \
-		echo "installed: 'modprobe kdat' loads it (and udev does when an RDMA device appears)"; \
+		echo "installed: 'modprobe kdat' loads it (and udev does when an RDMA device appears);"; \
+		echo "members of the group rdma may open /dev/kdat ('adduser USER rdma')"; \
 	fi
 
 # make deb: Debian packages from this tree (debian/) into build/deb, checked by lintian

@@ -410,7 +410,7 @@ void kdat_cr_post(struct kdat_cr *cr)
 
 	trace_kdat_cr_arrival(cr->obj.ctx ? kdat_table_id(cr->obj.ctx->table) : 0, cr->sp->obj.handle,
 			      cr->obj.handle, cr->ep ? cr->ep->obj.handle : 0, cr->sp->conn_qual,
-			      cr->private_data_size);
+			      cr->private_data_size, &cr->local_addr.sa, &cr->remote_addr.sa, cr->cm_id);
 	cr->sp->obj.last_event = KDAT_DAT_CONNECTION_REQUEST_EVENT;
 	cr->sp->obj.events++;
 	cr->obj.last_event = KDAT_DAT_CONNECTION_REQUEST_EVENT;

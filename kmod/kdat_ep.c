@@ -138,16 +138,30 @@ static void kdat_ep_stop_timer(struct kdat_ep *ep)
 	}
 }
 
-/* events/kdat/kdat_ep_step: the table's answer for (state, stimulus), taken or refused */
+/*
+ * events/kdat/kdat_ep_step: the table's answer for (state, stimulus), taken or
+ * refused, with the connection's addresses: the id's while the EP has one,
+ * else those it kept (its record's).  Caller holds ep->lock.
+ */
 static void kdat_ep_trace(struct kdat_ep *ep, unsigned int stimulus, struct kdat_ep_step step)
 {
 	bool go = step.action == KDAT_EP_GO;
+	struct kdat_trace_conn conn = {
+		.src = &ep->local_addr.sa,
+		.dst = &ep->remote_addr.sa,
+		.id = ep->cm_id,
+	};
 
-	if (trace_kdat_ep_step_enabled())
-		trace_kdat_ep_step(ep->obj.ctx ? kdat_table_id(ep->obj.ctx->table) : 0,
-				   ep->obj.handle, ep->state, stimulus, step.action,
-				   go ? step.next : ep->state, go ? step.event : KDAT_EP_EVENT_NONE,
-				   go ? step.effects : 0);
+	if (!trace_kdat_ep_step_enabled())
+		return;
+	if (ep->cm_id) {
+		conn.src = (struct sockaddr *)&ep->cm_id->route.addr.src_addr;
+		conn.dst = (struct sockaddr *)&ep->cm_id->route.addr.dst_addr;
+	}
+	conn.qpn = kdat_ep_qpn(ep);
+	trace_kdat_ep_step(ep->obj.ctx ? kdat_table_id(ep->obj.ctx->table) : 0, ep->obj.handle,
+			   ep->state, stimulus, step.action, go ? step.next : ep->state,
+			   go ? step.event : KDAT_EP_EVENT_NONE, go ? step.effects : 0, &conn);
 }
 
 /* The IA's counter of a connection event. */

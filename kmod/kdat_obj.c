@@ -334,7 +334,7 @@ int kdat_cm_upcall(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 
 	if (trace_kdat_cm_event_enabled())
 		trace_kdat_cm_event(obj->ctx ? kdat_table_id(obj->ctx->table) : 0, obj->type,
-				    READ_ONCE(obj->handle), ev->event, ev->status);
+				    READ_ONCE(obj->handle), id, ev->event, ev->status);
 
 	return obj->cls->cm_event ? obj->cls->cm_event(obj, id, ev) : 0;
 }

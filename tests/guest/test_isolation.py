@@ -2,8 +2,12 @@
 it); nothing userspace can read from kdat looks like a kernel address; /dev/kdat's mode and the
 udev rule decide who may open it."""
 import errno
+import grp
 import os
+import shutil
 import struct
+import subprocess
+import tempfile
 
 from kdat_harness import REPO, guest
 from kdat_harness.dat import (Kdat, client, connect_pair, host_addr, kdat_files,  # noqa: F401
@@ -132,3 +136,54 @@ def test_unprivileged_open_is_eacces_by_default_and_the_rule_grants_its_group(kd
         os.chown(guest.DEV, 0, 0)
         os.chmod(guest.DEV, 0o600)
 
+
+
+def _as(uid, gid, groups, cmd, env):
+    """cmd run with these credentials (and no capabilities): the CompletedProcess."""
+    def drop():
+        os.setgroups(groups)
+        os.setgid(gid)
+        os.setuid(uid)
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, preexec_fn=drop,
+                          timeout=300)
+
+
+def test_the_rdma_group_connects_through_the_rule_and_others_are_told_why(kdat_module, rdma,
+                                                                          kernel_log):
+    """The group the udev rule names (which the packages and make install create, see
+    tests/host/) is a real one: with the rule applied as udev applies it, a user in it runs a
+    libkdat connection, and a user outside it is refused with EACCES and told what decides."""
+    group, mode = _rule()
+    gid = grp.getgrnam(group).gr_gid   # the guest's /etc/group is the host's
+    rule = "/run/udev/rules.d/99-kdat.rules"
+    where = tempfile.mkdtemp(dir="/tmp")   # the checkout may be where nobody may enter
+    os.makedirs(os.path.dirname(rule), exist_ok=True)
+    shutil.copy(os.path.join(REPO, "scripts", "99-kdat.rules"), rule)
+    try:
+        out = subprocess.run(["udevadm", "test", "--action=add", "/sys/class/misc/kdat"],
+                             capture_output=True, text=True)
+        st = os.stat(guest.DEV)
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (0, gid, mode), \
+            (oct(st.st_mode), st.st_gid, out.stderr[-2000:])
+        os.chmod(where, 0o755)
+        for f in ("kdat_guest_tests", "kdatctl", "libkdat.so.0"):
+            shutil.copy(os.path.join(REPO, "build", "user", f), where)
+        env = {"LD_LIBRARY_PATH": where, "PATH": "/usr/bin:/bin", "KDAT_TEST_ADDR": host_addr(),
+               "KDAT_TEST_NETDEV": rdma.get("KDAT_TEST_NETDEV", "kdat0")}
+
+        member = _as(NOBODY, NOBODY, [gid], [os.path.join(where, "kdat_guest_tests"), "--gtest_color=no",
+                     "--gtest_filter=Connect.AcceptWithPrivateDataBothWaysThenGracefulDisconnect"],
+                     env)
+        assert member.returncode == 0 and "[  PASSED  ] 1 test" in member.stdout, \
+            member.stdout[-3000:] + member.stderr[-2000:]
+
+        assert _open_as(NOBODY, NOBODY, []) == errno.EACCES
+        other = _as(NOBODY, NOBODY, [], [os.path.join(where, "kdatctl"), "list"], env)
+        assert other.returncode == 1, other
+        assert "/dev/kdat" in other.stderr and "Permission denied" in other.stderr and \
+            "group" in other.stderr and "udev rule" in other.stderr, other.stderr
+    finally:
+        shutil.rmtree(where)
+        os.unlink(rule)
+        os.chown(guest.DEV, 0, 0)
+        os.chmod(guest.DEV, 0o600)

@@ -1,5 +1,6 @@
 """make install (issue #25): what it puts where, and that an out-of-tree kernel module builds and
 links against kdat from the installed files alone, as a storage driver outside this tree would."""
+import os
 import re
 import subprocess
 import textwrap
@@ -7,6 +8,7 @@ import textwrap
 import pytest
 
 from kdat_harness import REPO, guest_kver, kdat_version
+from kdat_harness.scratch_root import scratch_root
 
 
 
@@ -31,6 +33,10 @@ def test_install_puts_the_module_rule_libraries_tools_and_kernel_headers_in_plac
     assert len(rules) == 1, "the udev rule is not installed"
     text = rules[0].read_text()
     assert 'SUBSYSTEM=="infiniband", RUN{builtin}+="kmod load kdat"' in text
+    group = re.search(r'^KERNEL=="kdat".*GROUP="(\w+)"', text, re.M)[1]
+    sysusers = (installed / "usr/lib/sysusers.d/kdat.conf").read_text()
+    assert [x.split() for x in sysusers.splitlines() if not x.startswith("#")] == \
+        [["g", group, "-", "-"]], "the sysusers.d entry is not the udev rule's group"
     src = installed / "usr" / "src" / f"kdat-{version}"
     for h in ("include/kdat/kdat.h", "include/kdat/ep_table.h", "include/kdat/version.h",
               "include/kdat/uapi/kdat.h", "include/kdat/uapi/kdat_dat.h",
@@ -87,3 +93,17 @@ def test_an_out_of_tree_kernel_module_builds_against_the_installed_kdat(installe
     deps = subprocess.run(["modinfo", "-F", "depends", str(tmp_path / "consumer.ko")],
                           capture_output=True, text=True, check=True).stdout.strip()
     assert deps.split(",") == ["kdat"], deps
+
+
+def test_install_without_destdir_creates_the_rdma_group(tmp_path):
+    """Installed for real (in a scratch root whose rdma group was removed: the host may have it
+    from libibverbs1), make install makes the udev rule's group as a system group."""
+    if os.geteuid() != 0:
+        pytest.fail("this test installs into a chrooted overlay: run the host tests as root")
+    with scratch_root(tmp_path) as run:
+        if run("getent", "group", "rdma", check=False).returncode == 0:
+            run("groupdel", "rdma")
+        run("make", "-s", "-C", REPO, "install", "PREFIX=/usr/local")
+        gid = int(run("getent", "group", "rdma").stdout.split(":")[2])
+        assert 100 <= gid <= 999, f"rdma is not a system group (Debian: 100-999): {gid}"
+        assert (run.path / "usr/lib/sysusers.d/kdat.conf").is_file()

@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from kdat_harness import REPO, kdat_version, supported_kernels
+from kdat_harness.scratch_root import scratch_root
 
 DEBDIR = os.path.join(REPO, "build", "deb")
 PKGROOT = os.path.join(REPO, "build", "pkgroot")
@@ -69,7 +70,7 @@ def test_each_package_holds_what_it_promises(debs):
         "kdat-dkms": {f"{src}/dkms.conf", f"{src}/kmod/Kbuild", f"{src}/kmod/kdat_ep.c",
                       f"{src}/include/kdat/kdat.h", f"{src}/include/kdat/uapi/kdat.h",
                       f"{src}/dkms-symvers", "/lib/udev/rules.d/99-kdat.rules",
-                      "/usr/share/man/man7/kdat.7.gz"},
+                      "/usr/lib/sysusers.d/kdat.conf", "/usr/share/man/man7/kdat.7.gz"},
         "libkdat0": {f"{lib}/libkdat.so.0", f"{lib}/libkdat.so.{version}"},
         "libvipl-kdat0": {f"{lib}/libvipl-kdat.so.0"},
         "libdaplkdat2": {f"{lib}/libdaplkdat.so.2"},
@@ -90,7 +91,8 @@ def test_each_package_holds_what_it_promises(debs):
     assert not [p for p in dkms if p.endswith((".o", ".ko", ".cmd", ".symvers"))]
     # the shared libraries carry symbol files; the provider its maintainer scripts
     for pkg, control in (("libkdat0", "symbols"), ("libvipl-kdat0", "symbols"),
-                         ("libdaplkdat2", "postinst"), ("libdaplkdat2", "postrm")):
+                         ("libdaplkdat2", "postinst"), ("libdaplkdat2", "postrm"),
+                         ("kdat-dkms", "postinst")):
         r = subprocess.run(["dpkg-deb", "-I", debs[pkg], control], capture_output=True, text=True)
         assert r.returncode == 0 and r.stdout.strip(), f"{pkg} has no {control}"
 
@@ -149,38 +151,49 @@ def test_dkms_refuses_a_kernel_outside_the_supported_range_by_name(pkgroot):
     assert "error:" not in out and "gcc" not in out, out
 
 
+def _copy_of(pkgroot, tmp_path):
+    """The installed root once more, in a scratch root of its own (the guest still needs the
+    original)."""
+    subprocess.run(["cp", "-a", pkgroot, str(tmp_path / "up")], check=True)
+    return scratch_root(tmp_path, tmp_path / "up")
+
+
+def test_the_postinst_creates_the_rdma_group_with_or_without_systemd_sysusers(pkgroot, tmp_path):
+    """The group the udev rule gives /dev/kdat to: kdat-dkms ships it as a sysusers.d entry and
+    its postinst makes it, through systemd-sysusers, or addgroup where that is not installed.
+    The host (like the root below) may have it already from libibverbs1: it is removed first."""
+    with open(_at(pkgroot, "usr/lib/sysusers.d/kdat.conf")) as f:
+        assert [line.split() for line in f if not line.startswith("#")] == [["g", "rdma", "-", "-"]]
+    with _copy_of(pkgroot, tmp_path) as run:
+        postinst = "/var/lib/dpkg/info/kdat-dkms.postinst"
+        # DKMS's part of the postinst skips kernels without headers: it built kdat for them
+        # already, and would only build it again
+        run("sh", "-c", "rm /lib/modules/*/build")
+        for without_sysusers in (False, True):
+            if without_sysusers:
+                run("rm", os.path.realpath("/usr/bin/systemd-sysusers"))
+                assert run("sh", "-c", "command -v systemd-sysusers", check=False).returncode != 0
+            run("groupdel", "rdma")
+            assert run("getent", "group", "rdma", check=False).returncode == 2
+            run(postinst, "configure", kdat_version())
+            gid = int(run("getent", "group", "rdma").stdout.split(":")[2])
+            assert 100 <= gid <= 999, f"rdma is not a system group (Debian: 100-999): {gid}"
+            run(postinst, "configure", kdat_version())   # again: the group is kept, not doubled
+            assert run("getent", "group", "rdma").stdout.split(":")[2] == str(gid)
+
+
 def test_purge_takes_away_what_the_packages_added(pkgroot, tmp_path):
-    """On a copy of the installed root (the guest still needs the original): purging every
-    package removes the module DKMS built, the per-kernel Module.symvers, /usr/src/kdat-VERSION
-    and the dat.conf entry.  (A copy, not one more overlay layer: a layer below / on the same
-    file system is an overlapping lower layer, which overlayfs refuses.)"""
+    """On a copy of the installed root: purging every package removes the module DKMS built, the
+    per-kernel Module.symvers, /usr/src/kdat-VERSION and the dat.conf entry."""
     kver, version = supported_kernels()[0], kdat_version()
-    up, work, merged = tmp_path / "up", tmp_path / "work", tmp_path / "merged"
-    subprocess.run(["cp", "-a", pkgroot, str(up)], check=True)
-    for d in (work, merged):
-        d.mkdir()
-    mounts = []
-    try:
-        subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
-                        f"lowerdir=/,upperdir={up},workdir={work}", str(merged)], check=True)
-        mounts.append(merged)
-        for fs, sub in (("proc", "proc"), ("sysfs", "sys"), ("tmpfs", "tmp"), ("tmpfs", "run")):
-            subprocess.run(["mount", "-t", fs, fs, str(merged / sub)], check=True)
-            mounts.append(merged / sub)
-        subprocess.run(["mount", "--bind", "/dev", str(merged / "dev")], check=True)
-        mounts.append(merged / "dev")
-        r = subprocess.run(["chroot", str(merged), "dpkg", "--purge", *sorted(PACKAGES)],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    with _copy_of(pkgroot, tmp_path) as run:
+        merged = run.path
+        run("dpkg", "--purge", *sorted(PACKAGES))
         assert DAT_ENTRY not in _dat_conf(merged)
         assert _dat_conf(merged) == _dat_conf("/")
         assert not (merged / "lib/modules" / kver / "updates/dkms/kdat.ko").exists()
         assert not (merged / "lib/modules" / kver / "updates/dkms/kdat.ko.xz").exists()
         assert (merged / "lib/modules" / kver / "kernel").is_dir()  # the path is right
         assert not (merged / "usr/src" / f"kdat-{version}").exists()
-        left = subprocess.run(["chroot", str(merged), "dkms", "status", "kdat"],
-                              capture_output=True, text=True)
+        left = run("dkms", "status", "kdat", check=False)
         assert left.stdout.strip() == "", left.stdout
-    finally:
-        for m in reversed(mounts):
-            subprocess.run(["umount", str(m)], check=False)
