@@ -78,8 +78,9 @@ std::string open_advice(int err) {
       return "is the kdat module loaded? 'modprobe kdat' loads it; 'lsmod | grep kdat' shows it";
     case EACCES:
     case EPERM:
-      return "the node's mode and group decide who may open it: see 'ls -l /dev/kdat' and "
-             "kdat's udev rule, or run as root";
+      return "the node's mode and group decide who may open it: kdat's udev rule gives it to "
+             "group 'rdma' ('adduser USER rdma', then log in again; 'ls -l /dev/kdat' shows the "
+             "node's), or run as root";
     default: return "";
   }
 }
