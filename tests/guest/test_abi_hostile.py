@@ -76,7 +76,7 @@ def test_unknown_commands_are_enotty(kd):
     size = ctypes.sizeof(s)
     ia_open = UAPI.ioctls["KDAT_IOC_IA_OPEN"]
     nr = ia_open & 0xFF
-    cases = [_ioc(3, size, 0xFE), _ioc(3, size, 0x05), _ioc(3, size, 0x44),
+    cases = [_ioc(3, size, 0xFE), _ioc(3, size, 0x06), _ioc(3, size, 0x44),
              _ioc(3, size, nr, magic=0xDB),                   # another magic
              _ioc(1, size, nr), _ioc(2, size, nr), _ioc(0, 0, nr)]  # the direction
     for cmd in cases:
