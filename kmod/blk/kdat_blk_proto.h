@@ -67,7 +67,8 @@ struct kblk_reject {
 enum {
 	KBLK_REJ_VERSION = 1,	/* not a kdat_blk connect, or another version */
 	KBLK_REJ_DEPTH,		/* queue depth 0 or above the target's */
-	KBLK_REJ_RESOURCES,	/* the target could not allocate the queue */
+	KBLK_REJ_RESOURCES,	/* the target could not allocate the queue, or has its most */
+	KBLK_REJ_QUEUE,		/* nr_queues 0 or above KBLK_MAX_QUEUES, or qid not below it */
 };
 
 enum kblk_opcode {

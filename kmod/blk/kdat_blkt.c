@@ -3,7 +3,7 @@
  * kdat_blkt: exports a local block device (null_blk, brd, a loop device) to
  * kdat_blk initiators over kdat's kernel API (include/kdat/kdat.h only).
  *
- *   insmod kdat_blkt.ko path=/dev/ram0 port=N [ia_name=NETDEV max_queue_depth=D]
+ *   insmod kdat_blkt.ko path=/dev/ram0 port=N [ia_name=NETDEV max_queue_depth=D max_queues=Q]
  *
  * Each initiator connection is one queue: the target keeps twice its depth in
  * command slots, each with a command receive, a response and pages for one
@@ -24,10 +24,12 @@
  */
 #include <linux/bio.h>
 #include <linux/blkdev.h>
+#include <linux/in.h>
 #include <linux/module.h>
 #include <linux/slab.h>
 #include <linux/wait_bit.h>
 #include <linux/workqueue.h>
+#include <net/ipv6.h>
 #include <kdat/kdat.h>
 #include "kdat_blk_proto.h"
 #include "kdat_compat.h"
@@ -44,6 +46,10 @@ MODULE_PARM_DESC(path, "the block device to export, e.g. /dev/nullb0 (required)"
 static int max_queue_depth = 64;
 module_param(max_queue_depth, int, 0444);
 MODULE_PARM_DESC(max_queue_depth, "the deepest queue an initiator may ask for (1-128)");
+/* a queue costs its depth times two slots of KBLK_MAX_IO_BYTES each: about 17 MiB at depth 64 */
+static int max_queues = 64;
+module_param(max_queues, int, 0444);
+MODULE_PARM_DESC(max_queues, "the most initiator queues connected at once, from all initiators (1-1024)");
 
 /* a command receive's inline data lands in one page */
 static_assert(KBLK_INLINE_WRITE_BYTES <= PAGE_SIZE);
@@ -85,6 +91,8 @@ struct blkt_queue {
 	struct kdat_evd *evd;		/* the connection's events; completions are callbacks */
 	struct kdat_ep *ep;
 	struct work_struct event_work;
+	struct work_struct error_work;	/* a protocol error: the connection ends */
+	struct sockaddr_storage peer;	/* the initiator's address: a queue is (peer, qid) */
 	u16 qid, depth;
 	u32 nslots;
 	struct blkt_slot *slots;
@@ -357,9 +365,16 @@ static void cmd_received(struct kdat_cqe *cqe, const struct kdat_completion *c)
 		return;		/* flushed: the connection ended */
 	atomic_inc(&s->q->busy);
 	if (c->byte_len < sizeof(s->cmd)) {
-		memset(&s->cmd, 0, sizeof(s->cmd));
-		s->status = -EPROTO;
-		respond(s);
+		/*
+		 * Without a whole command there is no tag to answer: the peer
+		 * does not speak the protocol, and its connection ends (as
+		 * nvmet-rdma ends a queue on a capsule shorter than a command).
+		 */
+		pr_warn_ratelimited("kdat_blkt: queue %u from %pISc: a message of %u bytes, shorter than a command: disconnecting\n",
+				    s->q->qid, &s->q->peer, c->byte_len);
+		WRITE_ONCE(s->q->dying, true);
+		queue_work(system_wq, &s->q->error_work);
+		slot_end(s);
 		return;
 	}
 	kdat_sgl_sync_for_cpu(ia, &s->recv.sgl);
@@ -447,6 +462,7 @@ static void queue_free(struct blkt_queue *q)
 	if (q->evd)
 		kdat_evd_free(q->evd);	/* no upcall after this */
 	cancel_work_sync(&q->event_work);
+	cancel_work_sync(&q->error_work);	/* no completion queues it again */
 	for (i = 0; q->slots && i < q->nslots; i++) {
 		struct blkt_slot *s = &q->slots[i];
 
@@ -528,6 +544,17 @@ static void queue_events(struct work_struct *work)
 	queue_work(system_wq, &reap_work);
 }
 
+/* A protocol error on the queue (a completion callback saw it): its connection ends. */
+static void queue_error(struct work_struct *work)
+{
+	struct blkt_queue *q = container_of(work, struct blkt_queue, error_work);
+
+	mutex_lock(&queues_lock);
+	queue_teardown(q);
+	mutex_unlock(&queues_lock);
+	queue_work(system_wq, &reap_work);
+}
+
 static struct blkt_queue *queue_alloc(u16 qid, u16 depth)
 {
 	/*
@@ -553,6 +580,7 @@ static struct blkt_queue *queue_alloc(u16 qid, u16 depth)
 	q->depth = depth;
 	q->nslots = 2 * depth;
 	INIT_WORK(&q->event_work, queue_events);
+	INIT_WORK(&q->error_work, queue_error);
 	spin_lock_init(&q->wait_lock);
 	INIT_LIST_HEAD(&q->waiting);
 	q->slots = kcalloc(q->nslots, sizeof(*q->slots), GFP_KERNEL);
@@ -584,6 +612,56 @@ fail:
 	return NULL;
 }
 
+/* The same initiator host: the address without its port. */
+static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return ipv6_addr_equal(&((const struct sockaddr_in6 *)a)->sin6_addr,
+				       &((const struct sockaddr_in6 *)b)->sin6_addr);
+	return false;
+}
+
+/*
+ * Room for one more queue, qid of the initiator at `peer`: a queue that
+ * host already has under that qid is its old connection (the initiator
+ * reconnects after losing it, which we may not have noticed) and ends;
+ * otherwise at most max_queues are connected at once.
+ */
+static bool queue_room(const struct sockaddr_storage *peer, u16 qid)
+{
+	struct blkt_queue *q, *old = NULL;
+	int live = 0;
+
+	mutex_lock(&queues_lock);
+	list_for_each_entry(q, &queues, node) {
+		if (q->torn_down)
+			continue;
+		if (q->qid == qid && same_host(&q->peer, peer))
+			old = q;
+		else
+			live++;
+	}
+	if (live >= max_queues) {
+		mutex_unlock(&queues_lock);
+		pr_warn_ratelimited("kdat_blkt: refused queue %u from %pISc: %d queues connected, max_queues=%d\n",
+				    qid, peer, live, max_queues);
+		return false;
+	}
+	if (old) {
+		pr_info("kdat_blkt: queue %u from %pISc connects again: its old connection ends\n",
+			qid, peer);
+		queue_teardown(old);
+		queue_work(system_wq, &reap_work);
+	}
+	mutex_unlock(&queues_lock);
+	return true;
+}
+
 static void reject(struct kdat_cr *cr, u32 reason)
 {
 	struct kblk_reject rej = {
@@ -606,7 +684,7 @@ static void connection_request(struct kdat_cr *cr)
 		.inline_write_bytes = cpu_to_le32(KBLK_INLINE_WRITE_BYTES),
 	};
 	struct blkt_queue *q;
-	u16 depth;
+	u16 depth, qid, nr;
 
 	if (!info || kdat_cr_query(cr, info)) {
 		kfree(info);
@@ -621,19 +699,35 @@ static void connection_request(struct kdat_cr *cr)
 		return;
 	}
 	depth = le16_to_cpu(req->queue_depth);
+	qid = le16_to_cpu(req->qid);
+	nr = le16_to_cpu(req->nr_queues);
 	if (!depth || depth > max_queue_depth) {
-		pr_info("kdat_blkt: refused queue %u: depth %u (this target takes 1-%d)\n",
-			le16_to_cpu(req->qid), depth, max_queue_depth);
+		pr_info_ratelimited("kdat_blkt: refused queue %u from %pISc: depth %u (this target takes 1-%d)\n",
+				    qid, &info->remote_addr, depth, max_queue_depth);
 		kfree(info);
 		reject(cr, KBLK_REJ_DEPTH);
 		return;
 	}
-	q = queue_alloc(le16_to_cpu(req->qid), depth);
-	kfree(info);
-	if (!q) {
+	if (!nr || nr > KBLK_MAX_QUEUES || qid >= nr) {
+		pr_info_ratelimited("kdat_blkt: refused queue %u from %pISc: of %u queues (1-%d, each id below their number)\n",
+				    qid, &info->remote_addr, nr, KBLK_MAX_QUEUES);
+		kfree(info);
+		reject(cr, KBLK_REJ_QUEUE);
+		return;
+	}
+	if (!queue_room(&info->remote_addr, qid)) {
+		kfree(info);
 		reject(cr, KBLK_REJ_RESOURCES);
 		return;
 	}
+	q = queue_alloc(qid, depth);
+	if (!q) {
+		kfree(info);
+		reject(cr, KBLK_REJ_RESOURCES);
+		return;
+	}
+	q->peer = info->remote_addr;
+	kfree(info);
 	if (bdev_max_discard_sectors(bdev)) {
 		acc.flags |= cpu_to_le16(KBLK_F_DISCARD);
 		acc.discard_granularity = cpu_to_le32(bdev_discard_granularity(bdev));
@@ -684,6 +778,10 @@ static int __init blkt_init(void)
 	if (max_queue_depth < 1 || max_queue_depth > KBLK_MAX_QUEUE_DEPTH) {
 		pr_err("kdat_blkt: max_queue_depth=%d: 1-%d\n", max_queue_depth,
 		       KBLK_MAX_QUEUE_DEPTH);
+		return -EINVAL;
+	}
+	if (max_queues < 1 || max_queues > 1024) {
+		pr_err("kdat_blkt: max_queues=%d: 1-1024\n", max_queues);
 		return -EINVAL;
 	}
 	bdev_file = bdev_file_open_by_path(path, BLK_OPEN_READ | BLK_OPEN_WRITE, THIS_MODULE, NULL);

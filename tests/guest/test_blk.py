@@ -5,18 +5,24 @@ module parameters that are refused with a message that says what to give."""
 import hashlib
 import json
 import os
+import select
+import struct
 import subprocess
 import time
 
 import pytest
 
-from kdat_harness import guest
+from kdat_harness import REPO, guest
 from kdat_harness.guest import wait_for
 from kdat_harness.dat import Kdat, next_port
 
 BLK_KO = os.path.join(guest.KMOD_DIR, "blk", "kdat_blk.ko")
 BLKT_KO = os.path.join(guest.KMOD_DIR, "blk", "kdat_blkt.ko")
 DEV = "/dev/kdatb0"
+# a librdmacm program (no kdat) that speaks the block protocol's connect as any peer could
+PEER = os.path.join(REPO, "build", "user", "plain_rdmacm_peer")
+KBLK_MAGIC = 0x4b424c4b
+KBLK_REJ_RESOURCES, KBLK_REJ_QUEUE = 3, 4
 MNT = "/tmp/kdat-blk-mnt"
 # The debug kernel (KASAN checks every access of the I/O path, rxe's included) takes many times as
 # long per request: its verify runs move an eighth of the data or less, which still cycles every tag
@@ -111,6 +117,7 @@ def fio(*args, timeout=600, check=True):
     ("kdat_blkt", ["port=4420", "path=/dev/kdat-no-such-disk"], "cannot open /dev/kdat-no-such-disk"),
     ("kdat_blkt", ["path=/dev/null"], "port=0: give the port"),
     ("kdat_blkt", ["port=4420", "path=/dev/null", "max_queue_depth=0"], "max_queue_depth=0: 1-128"),
+    ("kdat_blkt", ["port=4420", "path=/dev/null", "max_queues=0"], "max_queues=0: 1-1024"),
 ])
 def test_bad_module_parameters_are_refused_with_a_clear_message(kdat_module, kernel_log, rdma,
                                                                 module, params, message):
@@ -131,7 +138,8 @@ def test_a_target_refuses_a_queue_deeper_than_it_takes(ramdisk, blk, kernel_log,
                   f"port={target.port}", "queue_depth=16", check=False)
     assert r.returncode != 0 and not guest.module_loaded("kdat_blk")
     lines = kernel_log.new_lines()
-    assert any("refused queue 0: depth 16 (this target takes 1-8)" in line for line in lines)
+    assert any(f"refused queue 0 from {rdma['KDAT_TEST_ADDR']}: depth 16 (this target takes 1-8)"
+               in line for line in lines)
     assert any("the target refused it (reason 2)" in line for line in lines)
 
 
@@ -322,3 +330,127 @@ def test_rdma_device_removed_under_io_fails_io_then_everything_unloads(removable
             os.pread(f.fileno(), 4096, 0)
     assert guest.unload_module("kdat_blk").returncode == 0
     assert guest.unload_module("kdat_blkt").returncode == 0
+
+
+# ---- a peer that is not kdat_blk ----------------------------------------------------------------
+
+def kblk_connect(qid, nr_queues, depth=8):
+    """struct kblk_connect as hex (kmod/blk/kdat_blk_proto.h)."""
+    return struct.pack("<IHHHH", KBLK_MAGIC, 1, qid, depth, nr_queues).hex()
+
+
+def kblk_reject(reason):
+    return struct.pack("<II", KBLK_MAGIC, reason).hex()
+
+
+class RawQueue:
+    """One connection of plain_rdmacm_peer to the target with a connect of our making, held until
+    close(); `first` is its first line ("established ...", "rejected ...")."""
+
+    def __init__(self, rdma, port, connect, send=None):
+        self.p = subprocess.Popen([PEER, "client", rdma["KDAT_TEST_ADDR"], str(port), connect,
+                                   "hold", *([send] if send else [])],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.first = self.p.stdout.readline().strip()
+
+    def line(self, timeout):
+        """The next line it prints, or None within `timeout` s."""
+        ready, _, _ = select.select([self.p.stdout], [], [], timeout)
+        return self.p.stdout.readline().strip() if ready else None
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.stdin.close()
+            try:
+                self.p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+
+
+@pytest.fixture
+def raw_queues(rdma):
+    """RawQueue(port, connect, send) for the test; every one is closed after it."""
+    made = []
+
+    def make(port, connect, send=None):
+        q = RawQueue(rdma, port, connect, send)
+        made.append(q)
+        return q
+    yield make
+    for q in made:
+        q.close()
+
+
+def target_queues():
+    return int(blk_param("queues", "kdat_blkt"))
+
+
+@pytest.mark.parametrize("qid,nr_queues", [(0, 0), (2, 2), (16, 16), (16, 17), (65535, 1)])
+def test_a_target_refuses_a_queue_id_or_count_the_protocol_does_not_have(
+        ramdisk, blk, raw_queues, kernel_log, rdma, qid, nr_queues):
+    """nr_queues is 1-16 (KBLK_MAX_QUEUES) and a queue's id is below it: anything else is refused
+    with KBLK_REJ_QUEUE before the target allocates anything."""
+    target, _ = blk
+    target(ramdisk)
+    q = raw_queues(target.port, kblk_connect(qid, nr_queues))
+    # (the CM pads a reject's private data to its full size)
+    assert q.first.startswith("rejected ") and f"data={kblk_reject(KBLK_REJ_QUEUE)}" in q.first, \
+        q.first
+    assert target_queues() == 0
+    assert any(f"refused queue {qid} from {rdma['KDAT_TEST_ADDR']}: of {nr_queues} queues" in line
+               for line in kernel_log.new_lines())
+
+
+def test_a_host_connecting_a_queue_again_ends_its_old_connection(ramdisk, blk, raw_queues, rdma,
+                                                                  kernel_log):
+    """A host holds one connection per queue id: the target may not have noticed that an
+    initiator lost its connection, so a new connect of the same queue from the same host ends the
+    old one instead of adding a second (which a peer could repeat until the target's memory is
+    gone)."""
+    target, _ = blk
+    target(ramdisk)
+    old = raw_queues(target.port, kblk_connect(0, 1))
+    assert old.first.startswith("established "), old.first
+    wait_for(lambda: target_queues() == 1, 10, "the target does not count the queue")
+    new = raw_queues(target.port, kblk_connect(0, 1))
+    assert new.first.startswith("established "), new.first
+    assert old.line(10) == "disconnected by peer"
+    assert any(f"queue 0 from {rdma['KDAT_TEST_ADDR']} connects again" in line
+               for line in kernel_log.new_lines())
+    wait_for(lambda: target_queues() == 1, 10, "the old queue was not freed")
+    new.close()
+    wait_for(lambda: target_queues() == 0, 10, "the queue was not freed after its disconnect")
+
+
+def test_a_target_holds_at_most_max_queues(ramdisk, blk, raw_queues, rdma, kernel_log):
+    target, _ = blk
+    target(ramdisk, max_queues=2)
+    held = [raw_queues(target.port, kblk_connect(qid, 3)) for qid in (0, 1)]
+    assert all(q.first.startswith("established ") for q in held), [q.first for q in held]
+    third = raw_queues(target.port, kblk_connect(2, 3))
+    assert f"data={kblk_reject(KBLK_REJ_RESOURCES)}" in third.first, third.first
+    assert any("refused queue 2 from" in line and "2 queues connected, max_queues=2" in line
+               for line in kernel_log.new_lines())
+    held[0].close()
+    wait_for(lambda: target_queues() == 1, 10, "the closed queue was not freed")
+    again = raw_queues(target.port, kblk_connect(2, 3))
+    assert again.first.startswith("established "), again.first
+
+
+def test_a_message_shorter_than_a_command_ends_its_connection(ramdisk, blk, raw_queues, rdma,
+                                                              kernel_log):
+    """Sent at once after the connect, before the target's ESTABLISHED: there is no tag to answer,
+    so the target ends the connection (as nvmet-rdma does for a capsule shorter than a command)
+    instead of leaving the peer waiting for an answer; the target serves the next connection."""
+    target, _ = blk
+    target(ramdisk)
+    q = raw_queues(target.port, kblk_connect(0, 1), send="01020304")
+    assert q.first.startswith("established "), q.first
+    assert q.line(10) == "sent len=4"
+    assert q.line(10) == "disconnected by peer"
+    assert any("a message of 4 bytes, shorter than a command: disconnecting" in line
+               for line in kernel_log.new_lines())
+    wait_for(lambda: target_queues() == 0, 10, "the queue was not freed")
+    again = raw_queues(target.port, kblk_connect(0, 1))
+    assert again.first.startswith("established "), again.first

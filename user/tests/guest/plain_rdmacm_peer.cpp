@@ -3,12 +3,17 @@
 //
 //   plain_rdmacm_peer server ADDR PORT accept|reject HEX   one request: print it, answer with HEX
 //   plain_rdmacm_peer client ADDR PORT HEX                 connect with HEX, print the answer
+//   plain_rdmacm_peer client ADDR PORT HEX hold [SEND]     ...and once connected, send SEND's
+//       bytes (hex, if given) and stay connected until the peer disconnects ("disconnected by
+//       peer") or standard input closes (then disconnect: "disconnected")
 //
 // Output, one line each: "listening", "request len=N data=HEX", "established len=N data=HEX",
 // "rejected status=S len=N data=HEX", "disconnected", "error WHAT". Exit 0 when the exchange
 // ran (whatever its outcome), 1 on an error.
 #include <netdb.h>
+#include <poll.h>
 #include <rdma/rdma_cma.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -130,7 +135,53 @@ int server(const char *addr, const char *port, bool accept, const std::vector<st
   return 0;
 }
 
-int client(const char *addr, const char *port, const std::vector<std::uint8_t> &data) {
+// Sends `bytes` on the connected id's QP (the id's own PD and CQs, as rdma_create_qp made them).
+void send_bytes(rdma_cm_id *id, std::vector<std::uint8_t> &bytes) {
+  ibv_mr *mr = ibv_reg_mr(id->pd, bytes.data(), bytes.size(), IBV_ACCESS_LOCAL_WRITE);
+  if (mr == nullptr) throw std::runtime_error("ibv_reg_mr");
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<std::uintptr_t>(bytes.data());
+  sge.length = static_cast<std::uint32_t>(bytes.size());
+  sge.lkey = mr->lkey;
+  ibv_send_wr wr{};
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  ibv_send_wr *bad = nullptr;
+  check(ibv_post_send(id->qp, &wr, &bad), "ibv_post_send");
+  std::printf("sent len=%zu\n", bytes.size());
+  std::fflush(stdout);
+  // the MR stays registered until the process ends: the send may still be reading it
+}
+
+// Connected: until the peer disconnects or standard input closes.
+void hold(const Channel &ch, rdma_cm_id *id) {
+  pollfd fds[2] = {{ch.ch->fd, POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}};
+  for (;;) {
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) throw std::runtime_error("poll");
+    if (fds[0].revents & POLLIN) {
+      const rdma_cm_event ev = ch.next_any();
+      if (ev.event == RDMA_CM_EVENT_DISCONNECTED) {
+        std::printf("disconnected by peer\n");
+        return;
+      }
+      std::printf("event %s\n", rdma_event_str(ev.event));
+      std::fflush(stdout);
+    }
+    if (fds[1].revents & (POLLIN | POLLHUP)) {
+      char c;
+      if (read(STDIN_FILENO, &c, 1) <= 0) {
+        check(rdma_disconnect(id), "rdma_disconnect");
+        ch.next(RDMA_CM_EVENT_DISCONNECTED);
+        std::printf("disconnected\n");
+        return;
+      }
+    }
+  }
+}
+
+int client(const char *addr, const char *port, const std::vector<std::uint8_t> &data,
+           bool stay = false, std::vector<std::uint8_t> to_send = {}) {
   Channel ch;
   rdma_cm_id *id = nullptr;
   check(rdma_create_id(ch.ch, &id, nullptr, RDMA_PS_TCP), "rdma_create_id");
@@ -154,9 +205,14 @@ int client(const char *addr, const char *port, const std::vector<std::uint8_t> &
     std::printf("established len=%zu data=%s\n", got.size(),
                 to_hex(got.data(), got.size()).c_str());
     std::fflush(stdout);
-    check(rdma_disconnect(id), "rdma_disconnect");
-    ch.next(RDMA_CM_EVENT_DISCONNECTED);
-    std::printf("disconnected\n");
+    if (stay) {
+      if (!to_send.empty()) send_bytes(id, to_send);
+      hold(ch, id);
+    } else {
+      check(rdma_disconnect(id), "rdma_disconnect");
+      ch.next(RDMA_CM_EVENT_DISCONNECTED);
+      std::printf("disconnected\n");
+    }
   } else if (ev.event == RDMA_CM_EVENT_REJECTED) {
     std::printf("rejected status=%d len=%zu data=%s\n", ev.status, got.size(),
                 to_hex(got.data(), got.size()).c_str());
@@ -180,9 +236,13 @@ int main(int argc, char **argv) {
       return server(argv[2], argv[3], how == "accept", from_hex(argv[5]));
     }
     if (mode == "client" && argc == 5) return client(argv[2], argv[3], from_hex(argv[4]));
+    if (mode == "client" && (argc == 6 || argc == 7) && std::string(argv[5]) == "hold") {
+      return client(argv[2], argv[3], from_hex(argv[4]), true,
+                    argc == 7 ? from_hex(argv[6]) : std::vector<std::uint8_t>{});
+    }
     std::fprintf(stderr,
                  "usage: plain_rdmacm_peer server ADDR PORT accept|reject HEX\n"
-                 "       plain_rdmacm_peer client ADDR PORT HEX\n");
+                 "       plain_rdmacm_peer client ADDR PORT HEX [hold [SEND]]\n");
     return 2;
   } catch (const std::exception &e) {
     std::printf("error %s\n", e.what());
