@@ -39,10 +39,20 @@ static int kdat_cr_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 	return 0;
 }
 
+/* as an EP's (kdat_ep_release): cr->ia stays readable while the CR's memory lives */
+static void kdat_cr_release(struct kdat_obj *obj)
+{
+	struct kdat_cr *cr = container_of(obj, struct kdat_cr, obj);
+
+	if (cr->ia)	/* not yet set on a CR that failed to link */
+		kdat_obj_put(&cr->ia->obj);
+}
+
 const struct kdat_obj_class kdat_cr_class = {
 	.rec_type = KDAT_REC_CR,
 	.rec_fill = kdat_cr_rec_fill,
 	.cm_event = kdat_cr_cm_event,
+	.release = kdat_cr_release,
 };
 
 /* Caller holds ctx->lock; returns the child id (if still owned) to destroy. */
@@ -66,7 +76,6 @@ static void kdat_cr_finish(struct kdat_cr *cr, struct rdma_cm_id *id)
 	kdat_obj_put(&cr->sp->obj);
 	if (cr->ep)
 		kdat_obj_put(&cr->ep->obj);
-	kdat_obj_put(&cr->ia->obj);
 	kdat_obj_put(&cr->obj);			/* the handle table's */
 }
 

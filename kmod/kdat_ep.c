@@ -57,9 +57,16 @@ static struct mutex *kdat_ep_rec_lock(struct kdat_obj *obj)
 	return &container_of(obj, struct kdat_ep, obj)->lock;
 }
 
+/*
+ * The EP's reference on its IA lives as long as the EP's memory: a call that
+ * holds a dead EP (an ioctl racing the IA's close) may still read ep->ia.
+ */
 static void kdat_ep_release(struct kdat_obj *obj)
 {
-	kfree(container_of(obj, struct kdat_ep, obj)->uqp);
+	struct kdat_ep *ep = container_of(obj, struct kdat_ep, obj);
+
+	kfree(ep->uqp);
+	kdat_obj_put(&ep->ia->obj);
 }
 
 /* a CM call may be at work on the id outside ep->lock (kdat_ep_pin_id) */
@@ -859,7 +866,6 @@ void kdat_ep_finish(struct kdat_ep *ep, struct kdat_ep_wire *wire)
 	ep->request_evd = NULL;
 	ep->recv_evd = NULL;
 	mutex_unlock(&ctx->lock);
-	kdat_obj_put(&ep->ia->obj);
 	kdat_obj_put_now(&ep->obj);	/* the handle table's */
 }
 

@@ -49,6 +49,7 @@ static void kdat_evd_release(struct kdat_obj *obj)
 
 	kdat_evd_drain(evd);
 	kdat_ring_put(evd->ring);
+	kdat_obj_put(&evd->ia->obj);	/* as an EP's (kdat_ep_release) */
 }
 
 static const struct kdat_obj_class kdat_evd_class = {
@@ -190,7 +191,6 @@ void kdat_evd_kill(struct kdat_evd *evd)
 	spin_unlock_irq(&evd->lock);
 	kdat_evd_drain(evd);
 	wake_up_all(&evd->wq);
-	kdat_obj_put(&evd->ia->obj);
 	kdat_obj_put(&evd->obj);
 }
 

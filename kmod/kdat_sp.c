@@ -41,10 +41,17 @@ static void kdat_sp_rec_fill(struct kdat_record *rec, struct kdat_obj *obj)
 static int kdat_sp_cm_event(struct kdat_obj *obj, struct rdma_cm_id *id,
 			    struct rdma_cm_event *ev);
 
+/* as an EP's (kdat_ep_release): sp->ia stays readable while the SP's memory lives */
+static void kdat_sp_release(struct kdat_obj *obj)
+{
+	kdat_obj_put(&container_of(obj, struct kdat_sp, obj)->ia->obj);
+}
+
 static const struct kdat_obj_class kdat_sp_class = {
 	.rec_type = KDAT_REC_PSP,
 	.rec_fill = kdat_sp_rec_fill,
 	.cm_event = kdat_sp_cm_event,
+	.release = kdat_sp_release,
 };
 
 /*
@@ -153,6 +160,7 @@ kdat_ret_t kdat_sp_create_in(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd 
 		ret = kdat_err(KDAT_DAT_INSUFFICIENT_RESOURCES, KDAT_DAT_RESOURCE_MEMORY);
 		goto err;
 	}
+	kdat_obj_get_ref(&ia->obj);	/* kdat_sp_release() drops it */
 	ret = kdat_sp_listen(sp);
 	if (ret) {
 		kdat_obj_unlink(&sp->obj);
@@ -164,7 +172,6 @@ kdat_ret_t kdat_sp_create_in(struct kdat_ia *ia, u64 conn_qual, struct kdat_evd 
 	}
 	sp->evd = evd;
 	kdat_evd_use(evd);
-	kdat_obj_get_ref(&ia->obj);
 	list_add_tail(&sp->ia_node, &ia->sps);
 	if (ep) {
 		sp->ep = ep;
@@ -249,7 +256,6 @@ void kdat_sp_finish(struct kdat_sp *sp, struct rdma_cm_id *id)
 	kdat_evd_unuse(sp->evd);
 	sp->evd = NULL;
 	mutex_unlock(&ctx->lock);
-	kdat_obj_put(&sp->ia->obj);
 	kdat_obj_put(&sp->obj);
 }
 
