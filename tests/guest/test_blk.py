@@ -5,6 +5,7 @@ module parameters that are refused with a message that says what to give."""
 import hashlib
 import json
 import os
+import re
 import select
 import struct
 import subprocess
@@ -268,6 +269,7 @@ def test_the_target_unloaded_and_reloaded_mid_verify_loses_nothing(ramdisk, blk,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for(lambda: int(blk_param("writes", "kdat_blkt")) > 200, 120, "no writes arrived")
+        before_unload = len(kernel_log.new_lines())
         assert guest.unload_module("kdat_blkt").returncode == 0
         wait_for(lambda: blk_param("state") == "connecting", 30, "the initiator saw no loss")
         time.sleep(2)
@@ -279,10 +281,23 @@ def test_the_target_unloaded_and_reloaded_mid_verify_loses_nothing(ramdisk, blk,
             run.wait()
     assert run.returncode == 0, out[-3000:]
     assert blk_param("state") == "live"
-    assert int(blk_param("reconnects")) >= 1
-    resume_ms = int(blk_param("last_resume_ms"))
-    assert resume_ms > 2000, "the target was away for 2 s at least"
-    print(f"kdat_blk: target restart to I/O resuming: {resume_ms} ms")
+
+    def resumes_in(lines):
+        return [int(m.group(1)) for m in (re.search(r"kdat_blk: connected again after (\d+) ms", line)
+                                          for line in lines) if m]
+
+    lines = kernel_log.new_lines()
+    earlier, resumes = resumes_in(lines[:before_unload]), resumes_in(lines[before_unload:])
+    # the first reconnect after the unload is the target's restart; last_resume_ms the latest's
+    assert int(blk_param("reconnects")) == len(earlier) + len(resumes) and resumes, (earlier, resumes)
+    assert resumes[0] > 2000, f"the target was away for 2 s at least: {resumes}"
+    assert int(blk_param("last_resume_ms")) == resumes[-1]
+    if earlier or len(resumes) > 1:
+        # rxe-replays-fast-reg (docs/testing.md): a retry past a fast registration ends the
+        # connection; kdat_blk reconnects and the verify passes, but only that rxe may do it
+        assert guest.rxe_runs_tasks_on_a_work_queue(), f"more losses: {earlier}, {resumes}"
+        print(f"kdat_blk: {len(earlier) + len(resumes) - 1} more loss(es) (rxe-replays-fast-reg)")
+    print(f"kdat_blk: target restart to I/O resuming: {resumes[0]} ms")
 
 
 @pytest.fixture

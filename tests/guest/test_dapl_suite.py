@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from kdat_harness import guest
 from kdat_harness.dapl import DAPL_DIR, DAT_CONF, hang_report, without_quit_reply_race
 from kdat_harness.dapl import listens as _listens
 from kdat_harness.dapl import ofa_name as _ofa_name
@@ -90,7 +91,7 @@ class Case:
     client_args: tuple = ()
     # reports of code outside kdat that the case provokes (scripts/known-kernel-defects)
     kernel_defects: tuple = ()
-    # dtestx -u: a side may tear down before its own UD sends left (rxe_defers_user_sends)
+    # dtestx -u: a side may tear down before its own UD sends left (guest.rxe_runs_tasks_on_a_work_queue)
     teardown_race: bool = False
 
 
@@ -642,14 +643,6 @@ def _run(case, provider, addr, servers, pair_env=None):
     return o
 
 
-def rxe_defers_user_sends():
-    """True where rxe runs its tasks on a work queue (rxe_alloc_wq; 6.12, where 6.1 has tasklets):
-    there rxe_post_send schedules a user QP's send task instead of running it in the call, so
-    ibv_post_send returns before the packet is sent."""
-    with open("/proc/kallsyms") as f:
-        return any(line.rstrip().endswith(" rxe_alloc_wq\t[rdma_rxe]") for line in f)
-
-
 # Each side of dtestx -u posts its UD sends with completions suppressed and, once it has the
 # peer's messages, frees their buffers and its EP at once; the peer then waits in vain for the
 # sends that had not left yet.
@@ -690,7 +683,7 @@ def test_dapl_suite(case, kdat_module, rdma, kernel_log, dapltest_servers):
     if case.teardown_race and not kdat.passed and _teardown_raced(kdat):
         # rxe-deferred-user-send: allowed only where rxe defers a user QP's sends, and kdat must
         # then pass with both sides' teardown held back (user/dapl/tests/slow_teardown.c)
-        assert rxe_defers_user_sends(), f"{case.name}: {kdat.error}\n{kdat.tail()}"
+        assert guest.rxe_runs_tasks_on_a_work_queue(), f"{case.name}: {kdat.error}\n{kdat.tail()}"
         print(f"{case.name}: one side's teardown overtook its own UD sends "
               "(rxe-deferred-user-send); again with both teardowns held back")
         kdat = _run(case, "kdat", addr, dapltest_servers, {"LD_PRELOAD": SLOW_TEARDOWN})
