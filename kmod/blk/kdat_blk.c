@@ -102,11 +102,26 @@ enum kblk_state {
 	KBLK_RESETTING,		/* a connection ended: the queues are being torn down */
 	KBLK_DEAD,		/* ctrl_loss_tmo passed: I/O fails */
 	KBLK_DELETING,		/* module unload */
+	KBLK_NR_STATES
 };
 
-static const char *const state_names[] = {
+static const char *const state_names[KBLK_NR_STATES] = {
 	[KBLK_CONNECTING] = "connecting", [KBLK_LIVE] = "live", [KBLK_RESETTING] = "resetting",
 	[KBLK_DEAD] = "dead", [KBLK_DELETING] = "deleting",
+};
+
+/*
+ * The controller's transitions, as the EP's are a table: the states each
+ * state may go to.  A reset that finds the controller resetting, and an
+ * unload that finds it deleting, stay where they are.
+ */
+static const u8 kblk_next_states[KBLK_NR_STATES] = {
+	[KBLK_CONNECTING] = BIT(KBLK_LIVE) | BIT(KBLK_RESETTING) | BIT(KBLK_DELETING),
+	[KBLK_LIVE] = BIT(KBLK_RESETTING) | BIT(KBLK_DELETING),
+	[KBLK_RESETTING] = BIT(KBLK_RESETTING) | BIT(KBLK_CONNECTING) | BIT(KBLK_DEAD) |
+			   BIT(KBLK_DELETING),
+	[KBLK_DEAD] = BIT(KBLK_DELETING),
+	[KBLK_DELETING] = BIT(KBLK_DELETING),
 };
 
 struct kblk_queue;
@@ -186,9 +201,14 @@ MODULE_PARM_DESC(reconnects, "times the connection came back (read-only)");
 module_param_named(last_resume_ms, ctrl.last_resume_ms, uint, 0444);
 MODULE_PARM_DESC(last_resume_ms, "from the last connection loss to live again (read-only)");
 
+/* Moves the controller to state if the table allows it; a transition it does not is a bug. */
 static void set_state(enum kblk_state state)
 {
 	lockdep_assert_held(&ctrl.lock);
+	if (WARN_ONCE(!(kblk_next_states[ctrl.state] & BIT(state)),
+		      "kdat_blk: no transition from %s to %s\n",
+		      state_names[ctrl.state], state_names[state]))
+		return;
 	WRITE_ONCE(ctrl.state, state);
 }
 
@@ -614,8 +634,9 @@ static void kblk_event_work(struct work_struct *work)
 
 			if (ev->private_data_size >= sizeof(*rej) &&
 			    le32_to_cpu(rej->magic) == KBLK_MAGIC)
-				pr_err("kdat_blk: queue %u: the target refused it (reason %u)\n",
-				       q->qid, le32_to_cpu(rej->reason));
+				pr_err("kdat_blk: queue %u: the target refused it: %s (reason %u)\n",
+				       q->qid, kblk_reject_reason(le32_to_cpu(rej->reason)),
+				       le32_to_cpu(rej->reason));
 		}
 		ended = true;	/* refused, unreachable, timed out, disconnected, broken */
 	}
@@ -809,8 +830,7 @@ static int __init kblk_init(void)
 	ret = blk_mq_alloc_tag_set(&ctrl.tag_set);
 	if (ret)
 		goto queues;
-	/* the first connection, synchronously: the device's size comes with it */
-	ctrl.state = KBLK_CONNECTING;
+	/* the first connection, synchronously (ctrl starts connecting): the size comes with it */
 	kblk_connect_work(&ctrl.connect_work.work);
 	wait_for_completion_timeout(&ctrl.first_live, 2 * KBLK_CONNECT_TIMEOUT_US / 1000000 * HZ);
 	mutex_lock(&ctrl.lock);

@@ -71,6 +71,23 @@ enum {
 	KBLK_REJ_QUEUE,		/* nr_queues 0 or above KBLK_MAX_QUEUES, or qid not below it */
 };
 
+/* A reject's reason in words, for the initiator's message to the administrator. */
+static inline const char *kblk_reject_reason(u32 reason)
+{
+	switch (reason) {
+	case KBLK_REJ_VERSION:
+		return "it speaks another protocol version";
+	case KBLK_REJ_DEPTH:
+		return "queue_depth is 0 or above the target's";
+	case KBLK_REJ_RESOURCES:
+		return "it has no room for another queue";
+	case KBLK_REJ_QUEUE:
+		return "nr_queues or the queue id is out of range";
+	default:
+		return "a reason this initiator does not know";
+	}
+}
+
 enum kblk_opcode {
 	KBLK_OP_READ = 1,
 	KBLK_OP_WRITE,
