@@ -108,10 +108,11 @@ def rxe_runs_tasks_on_a_work_queue():
     """True for the rxe of 6.4 and later (6.12 here; 6.1 has tasklets), which runs its tasks on a
     work queue (rxe_alloc_wq).  Two differences of that rxe show in the tests:
     rxe_post_send schedules a user QP's send task instead of running it in the call, so
-    ibv_post_send returns before the packet is sent; and the requester no longer retires a local
-    operation at once, so a retry (an RNR NAK, an ACK timeout) that rewinds the send queue past a
-    fast registration runs it again, finds the MR registered ("mr->lkey = ... not free") and puts
-    the QP in error: the connection is lost."""
+    ibv_post_send returns before the packet is sent; and rxe_do_local_ops no longer schedules
+    the completer, so a fast registration stays in the send queue until the completer reaches
+    it, and a retry (an RNR NAK, an ACK timeout) that rewinds the queue past it runs it again,
+    finds the MR registered ("mr->lkey = ... not free") and puts the QP in error: the
+    connection is lost."""
     with open("/proc/kallsyms") as f:
         return any(line.rstrip().endswith(" rxe_alloc_wq\t[rdma_rxe]") for line in f)
 
