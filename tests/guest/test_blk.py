@@ -82,17 +82,35 @@ def blk(kdat_module, kernel_log, rdma):
 
     target.port = port
     initiator.expect_resets = False
+    guest.show_rxe_retries()
     yield target, initiator
-    if guest.module_loaded("kdat_blk") and not initiator.expect_resets:
-        # a request that got no answer would only show as a reset after io_timeout
-        wait_for(lambda: open("/sys/block/kdatb0/inflight").read().split() == ["0", "0"], 10,
-                 "requests still in flight with nothing running: an answer was lost")
-        assert blk_param("resets") == "0", kernel_log.new_lines()[-20:]
+    try:
+        if guest.module_loaded("kdat_blk") and not initiator.expect_resets:
+            # a request that got no answer would only show as a reset after io_timeout
+            wait_for(lambda: open("/sys/block/kdatb0/inflight").read().split() == ["0", "0"], 10,
+                     "requests still in flight with nothing running: an answer was lost")
+            assert_losses_are_rxes(kernel_log.new_lines(), int(blk_param("resets")))
+    finally:
+        # whatever failed above, the modules go: the next test loads them again
         guest.run("umount", MNT, check=False)
-    for module in ("kdat_blk", "kdat_blkt"):
-        if guest.module_loaded(module):
-            r = guest.unload_module(module)
-            assert r.returncode == 0, r.stderr
+        for module in ("kdat_blk", "kdat_blkt"):
+            if guest.module_loaded(module):
+                r = guest.unload_module(module)
+                assert r.returncode == 0, r.stderr
+
+
+def assert_losses_are_rxes(lines, losses):
+    """Connections lost that the test did not cause: none, or rxe's own (rxe-replays-fast-reg in
+    docs/testing.md: the work-queue rxe may run a fast registration twice on a retry, which
+    puts the QP in error), each one announced by rxe in the log.  kdat_blk then reconnects
+    and loses no I/O; the test's own checks (fio's verify) say so."""
+    if not losses:
+        return
+    replays = guest.rxe_fast_reg_replays(lines)
+    assert guest.rxe_runs_tasks_on_a_work_queue() and losses <= replays, \
+        f"{losses} connection loss(es), {replays} announced by rxe: {lines[-30:]}"
+    print(f"kdat_blk: {losses} loss(es), each after rxe ran a fast registration again "
+          "(rxe-replays-fast-reg)")
 
 
 def fio(*args, timeout=600, check=True):
@@ -293,11 +311,8 @@ def test_the_target_unloaded_and_reloaded_mid_verify_loses_nothing(ramdisk, blk,
     assert int(blk_param("reconnects")) == len(earlier) + len(resumes) and resumes, (earlier, resumes)
     assert resumes[0] > 2000, f"the target was away for 2 s at least: {resumes}"
     assert int(blk_param("last_resume_ms")) == resumes[-1]
-    if earlier or len(resumes) > 1:
-        # rxe-replays-fast-reg (docs/testing.md): a retry past a fast registration ends the
-        # connection; kdat_blk reconnects and the verify passes, but only that rxe may do it
-        assert guest.rxe_runs_tasks_on_a_work_queue(), f"more losses: {earlier}, {resumes}"
-        print(f"kdat_blk: {len(earlier) + len(resumes) - 1} more loss(es) (rxe-replays-fast-reg)")
+    # every loss but the restart's is rxe's
+    assert_losses_are_rxes(lines, len(earlier) + len(resumes) - 1)
     print(f"kdat_blk: target restart to I/O resuming: {resumes[0]} ms")
 
 

@@ -117,6 +117,29 @@ def rxe_runs_tasks_on_a_work_queue():
         return any(line.rstrip().endswith(" rxe_alloc_wq\t[rdma_rxe]") for line in f)
 
 
+# what rxe says when it runs a fast registration a second time (rxe-replays-fast-reg)
+RXE_FAST_REG_REPLAYED = re.compile(r"rxe_reg_fast_mr: +mr->lkey = 0x[0-9a-f]+ not free")
+
+
+def show_rxe_retries():
+    """Makes the work-queue rxe log its retries and its replayed fast registrations, which it
+    prints only as dynamic debug (6.1's rxe warns of a replay unasked), so that a test can tell
+    a connection rxe lost from one kdat lost.  The messages print only when a retry happens."""
+    if not rxe_runs_tasks_on_a_work_queue():
+        return
+    control = "/sys/kernel/debug/dynamic_debug/control"
+    if not os.path.exists(control):
+        run("mount", "-t", "debugfs", "none", "/sys/kernel/debug")
+    for words in ("not free", "nak timer fired", "retransmit timer fired"):
+        with open(control, "w") as f:
+            f.write(f'module rdma_rxe format "{words}" +p\n')
+
+
+def rxe_fast_reg_replays(lines):
+    """How many fast registrations rxe ran twice, by the kernel log's lines."""
+    return sum(1 for line in lines if RXE_FAST_REG_REPLAYED.search(line))
+
+
 class KernelLog:
     """Remembers where the kernel log stood, to look only at what came after.  By the records'
     sequence numbers (/dev/kmsg), not by counting lines: once the log buffer is full, old lines
