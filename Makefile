@@ -116,6 +116,8 @@ SYSUSERSDIR ?= $(shell pkg-config --variable=sysusersdir systemd 2>/dev/null || 
 install: all
 	$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod INSTALL_MOD_PATH=$(DESTDIR) INSTALL_MOD_DIR=updates \
 		DEPMOD=true modules_install
+	$(MAKE) -C $(KDIR) M=$(CURDIR)/kmod/blk INSTALL_MOD_PATH=$(DESTDIR) INSTALL_MOD_DIR=updates \
+		KBUILD_EXTRA_SYMBOLS=$(CURDIR)/kmod/Module.symvers DEPMOD=true modules_install
 	install -d $(DESTDIR)$(KSRCDIR)/include/kdat/uapi
 	install -m 0644 include/kdat/kdat.h include/kdat/ep_table.h include/kdat/version.h \
 		$(DESTDIR)$(KSRCDIR)/include/kdat/

@@ -18,21 +18,34 @@
 #include <linux/types.h>
 
 #define KBLK_MAGIC		0x4b424c4b	/* "KBLK" */
-#define KBLK_VERSION		1
+#define KBLK_VERSION		2
 #define KBLK_MAX_QUEUE_DEPTH	128
 #define KBLK_MAX_QUEUES		16
 /* the most one command moves: 32 pages, one RDMA read or write with one SGE a page */
 #define KBLK_MAX_IO_PAGES	32
 #define KBLK_MAX_IO_BYTES	(KBLK_MAX_IO_PAGES * 4096)
 
-/* the connect's private data: which queue this connection is and how deep */
+/*
+ * The connect's private data: which queue of which controller of which host
+ * this connection is, and how deep.  A host's controllers each have their
+ * own queues at the target: the target takes (host id, controller id, queue
+ * id) from the same address for the same queue, and a connect of a queue it
+ * has as a reconnect that ends the old connection.  The host id is what the
+ * host says it is (as NVMe's host NQN); it proves nothing by itself.
+ */
 struct kblk_connect {
 	__le32 magic;
 	__le16 version;
 	__le16 qid;
 	__le16 queue_depth;
 	__le16 nr_queues;
+	__le32 reserved;	/* 0 */
+	__le64 ctrl_id;		/* the controller's, kept across its reconnects */
+	u8 hostid[16];		/* the host's UUID */
 };
+
+/* within what a RoCE REQ carries for rdma_cm (56 bytes), with no padding */
+static_assert(sizeof(struct kblk_connect) == 40);
 
 /* the accept's: what the exported device is */
 struct kblk_accept {

@@ -92,7 +92,10 @@ struct blkt_queue {
 	struct kdat_ep *ep;
 	struct work_struct event_work;
 	struct work_struct error_work;	/* a protocol error: the connection ends */
-	struct sockaddr_storage peer;	/* the initiator's address: a queue is (peer, qid) */
+	struct sockaddr_storage peer;	/* the initiator's address */
+	/* a queue is (peer, host id, controller id, qid): kdat_blk_proto.h */
+	u8 hostid[16];
+	u64 ctrl_id;
 	u16 qid, depth;
 	u32 nslots;
 	struct blkt_slot *slots;
@@ -627,12 +630,13 @@ static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_st
 }
 
 /*
- * Room for one more queue, qid of the initiator at `peer`: a queue that
- * host already has under that qid is its old connection (the initiator
- * reconnects after losing it, which we may not have noticed) and ends;
- * otherwise at most max_queues are connected at once.
+ * Room for one more queue, qid of the controller ctrl_id of the host hostid
+ * at `peer`: a queue that controller already has under that qid is its old
+ * connection (the initiator reconnects after losing it, which we may not have
+ * noticed) and ends; otherwise at most max_queues are connected at once.
  */
-static bool queue_room(const struct sockaddr_storage *peer, u16 qid)
+static bool queue_room(const struct sockaddr_storage *peer, const u8 *hostid, u64 ctrl_id,
+		       u16 qid)
 {
 	struct blkt_queue *q, *old = NULL;
 	int live = 0;
@@ -641,7 +645,8 @@ static bool queue_room(const struct sockaddr_storage *peer, u16 qid)
 	list_for_each_entry(q, &queues, node) {
 		if (q->torn_down)
 			continue;
-		if (q->qid == qid && same_host(&q->peer, peer))
+		if (q->qid == qid && q->ctrl_id == ctrl_id && !memcmp(q->hostid, hostid, 16) &&
+		    same_host(&q->peer, peer))
 			old = q;
 		else
 			live++;
@@ -715,7 +720,7 @@ static void connection_request(struct kdat_cr *cr)
 		reject(cr, KBLK_REJ_QUEUE);
 		return;
 	}
-	if (!queue_room(&info->remote_addr, qid)) {
+	if (!queue_room(&info->remote_addr, req->hostid, le64_to_cpu(req->ctrl_id), qid)) {
 		kfree(info);
 		reject(cr, KBLK_REJ_RESOURCES);
 		return;
@@ -727,6 +732,8 @@ static void connection_request(struct kdat_cr *cr)
 		return;
 	}
 	q->peer = info->remote_addr;
+	memcpy(q->hostid, req->hostid, sizeof(q->hostid));
+	q->ctrl_id = le64_to_cpu(req->ctrl_id);
 	kfree(info);
 	if (bdev_max_discard_sectors(bdev)) {
 		acc.flags |= cpu_to_le16(KBLK_F_DISCARD);

@@ -1,9 +1,11 @@
 """The block driver pair on kdat's kernel API (#22): kdat_blkt exports a RAM disk (brd) or a
-null_blk device, kdat_blk makes /dev/kdatb0 on it over rxe.  A filesystem, fio --verify, flush and
-discard, the target going away and coming back mid-run, the RDMA device removed under I/O, and
-module parameters that are refused with a message that says what to give."""
+null_blk device, and a kdat_blk controller made through /dev/kdat-blk makes /dev/kdatb0 on it over
+rxe.  A filesystem, fio --verify, flush and discard, the target going away and coming back mid-run,
+the RDMA device removed under I/O, several controllers at once, and options that are refused with a
+message that says what to give."""
 import hashlib
 import json
+import mmap
 import os
 import re
 import select
@@ -13,7 +15,7 @@ import time
 
 import pytest
 
-from kdat_harness import REPO, guest
+from kdat_harness import KDATCTL, REPO, blk as blkctl, guest
 from kdat_harness.guest import wait_for
 from kdat_harness.dat import Kdat, next_port
 
@@ -36,8 +38,17 @@ def verify_kib(mib, debug_kib):
 
 
 def blk_param(name, module="kdat_blk"):
+    """kdat_blkt's module parameter, or the attribute of kdat_blk's first controller."""
+    if module == "kdat_blk":
+        return blkctl.attr("kdatb0", name)
     with open(f"/sys/module/{module}/parameters/{name}") as f:
         return f.read().strip()
+
+
+def load_initiator():
+    if not guest.module_loaded("kdat_blk"):
+        r = guest.run("insmod", BLK_KO, check=False)
+        assert r.returncode == 0, r.stderr
 
 
 def has_module(name):
@@ -62,34 +73,36 @@ def ramdisk(kdat_module):
 def blk(kdat_module, kernel_log, rdma):
     """Loads kdat_blkt and kdat_blk; the teardown unmounts and unloads both, whatever happened."""
     port = next_port()
-    loaded = []
 
     def target(path, **params):
         args = [f"path={path}", f"port={port}", f"ia_name={rdma['KDAT_TEST_NETDEV']}"]
         r = guest.run("insmod", BLKT_KO, *args, *[f"{k}={v}" for k, v in params.items()],
                       check=False)
         assert r.returncode == 0, (r.stderr, kernel_log.new_lines())
-        loaded.append("kdat_blkt")
 
     def initiator(**params):
-        args = [f"target={rdma['KDAT_TEST_ADDR']}", f"port={port}",
-                f"ia_name={rdma['KDAT_TEST_NETDEV']}"]
-        r = guest.run("insmod", BLK_KO, *args, *[f"{k}={v}" for k, v in params.items()],
-                      check=False)
-        assert r.returncode == 0, (r.stderr, kernel_log.new_lines())
-        loaded.append("kdat_blk")
-        wait_for(lambda: os.path.exists(DEV), 30, f"{DEV} did not appear")
+        load_initiator()
+        options = {"target": rdma["KDAT_TEST_ADDR"], "port": port,
+                   "ia_name": rdma["KDAT_TEST_NETDEV"], **params}
+        if options["ia_name"] is None:
+            del options["ia_name"]      # the route's device
+        try:
+            name = blkctl.connect(**options)
+        except OSError as e:
+            raise AssertionError((e, kernel_log.new_lines())) from e
+        wait_for(lambda: os.path.exists(f"/dev/{name}"), 30, f"/dev/{name} did not appear")
+        return name
 
     target.port = port
     initiator.expect_resets = False
     guest.show_rxe_retries()
     yield target, initiator
     try:
-        if guest.module_loaded("kdat_blk") and not initiator.expect_resets:
+        for name in blkctl.controllers() if not initiator.expect_resets else []:
             # a request that got no answer would only show as a reset after io_timeout
-            wait_for(lambda: open("/sys/block/kdatb0/inflight").read().split() == ["0", "0"], 10,
-                     "requests still in flight with nothing running: an answer was lost")
-            assert_losses_are_rxes(kernel_log.new_lines(), int(blk_param("resets")))
+            wait_for(lambda: open(f"/sys/block/{name}/inflight").read().split() == ["0", "0"],
+                     10, "requests still in flight with nothing running: an answer was lost")
+            assert_losses_are_rxes(kernel_log.new_lines(), int(blkctl.attr(name, "resets")))
     finally:
         # whatever failed above, the modules go: the next test loads them again
         guest.run("umount", MNT, check=False)
@@ -123,39 +136,64 @@ def fio(*args, timeout=600, check=True):
 
 
 @pytest.mark.parametrize("module,params,message", [
-    ("kdat_blk", [], "target=: give the target's IPv4 address"),
+    ("kdat_blk", [], "target=: give the target's IPv4 or IPv6 address"),
+    ("kdat_blk", ["target=192.0.2"], "target=192.0.2: give the target's IPv4 or IPv6 address"),
     ("kdat_blk", ["target=192.0.2.1"], "port=0: give the target's port"),
     ("kdat_blk", ["target=192.0.2.1", "port=4420", "queue_depth=0"], "queue_depth=0: 1-128"),
     ("kdat_blk", ["target=192.0.2.1", "port=4420", "queue_depth=129"], "queue_depth=129: 1-128"),
     ("kdat_blk", ["target=192.0.2.1", "port=4420", "nr_queues=17"], "nr_queues=17: 1-16"),
-    ("kdat_blk", ["target=192.0.2.1", "port=4420", "reconnect_delay=0"], "reconnect_delay 1-3600"),
+    ("kdat_blk", ["target=192.0.2.1", "port=4420", "reconnect_delay=0"],
+     "reconnect_delay=0: 1-3600 seconds"),
+    ("kdat_blk", ["target=192.0.2.1", "port=4420", "io_timeout=0"], "io_timeout=0: 1 or more"),
     ("kdat_blk", ["target=192.0.2.1", "port=4420", "ctrl_loss_tmo=-2"],
      "ctrl_loss_tmo=-2: -1 (for ever) or more"),
+    ("kdat_blk", ["target=192.0.2.1", "port=4420", "queues=2"],
+     "queues=2: not an option of kdat_blk"),
+    ("kdat_blk", ["target=192.0.2.1", "port=4420", "queue_depth=many"],
+     "queue_depth=many: not an option of kdat_blk"),
     ("kdat_blk", ["target=192.0.2.1", "port=PORT"], "cannot connect to 192.0.2.1 port"),
+    ("kdat_blk", ["target=192.0.2.1", "port=PORT", "ia_name=kdat-no-such-netdev"],
+     "cannot connect to 192.0.2.1 port"),
     ("kdat_blkt", ["port=4420"], "path= is required"),
     ("kdat_blkt", ["port=4420", "path=/dev/kdat-no-such-disk"], "cannot open /dev/kdat-no-such-disk"),
     ("kdat_blkt", ["path=/dev/null"], "port=0: give the port"),
     ("kdat_blkt", ["port=4420", "path=/dev/null", "max_queue_depth=0"], "max_queue_depth=0: 1-128"),
     ("kdat_blkt", ["port=4420", "path=/dev/null", "max_queues=0"], "max_queues=0: 1-1024"),
 ])
-def test_bad_module_parameters_are_refused_with_a_clear_message(kdat_module, kernel_log, rdma,
-                                                                module, params, message):
-    """Nothing loads, and the kernel log says what to give; a connect to a port nobody listens on
-    fails the load instead of leaving a device that never works."""
+def test_bad_options_are_refused_with_a_clear_message(kdat_module, kernel_log, rdma, module,
+                                                      params, message):
+    """Nothing is made, and the kernel log says what to give: a controller's options written to
+    /dev/kdat-blk are refused by the write (a connect to a port nobody listens on too, instead of
+    leaving a device that never works); the target's module parameters by insmod."""
     params = [p.replace("PORT", str(next_port())) for p in params]
-    ko = BLK_KO if module == "kdat_blk" else BLKT_KO
-    r = guest.run("insmod", ko, *params, check=False)
-    assert r.returncode != 0
-    assert not guest.module_loaded(module)
+    if module == "kdat_blk":
+        load_initiator()
+        try:
+            fd = os.open(blkctl.CONTROL, os.O_RDWR)
+            try:
+                with pytest.raises(OSError):
+                    os.write(fd, ",".join(params).encode())
+                with pytest.raises(OSError):    # nothing to name
+                    os.read(fd, 128)
+            finally:
+                os.close(fd)
+            assert blkctl.controllers() == []
+        finally:
+            assert guest.unload_module("kdat_blk").returncode == 0
+    else:
+        r = guest.run("insmod", BLKT_KO, *params, check=False)
+        assert r.returncode != 0
+        assert not guest.module_loaded(module)
     assert any(message in line for line in kernel_log.new_lines()), message
 
 
 def test_a_target_refuses_a_queue_deeper_than_it_takes(ramdisk, blk, kernel_log, rdma):
     target, _ = blk
     target(ramdisk, max_queue_depth=8)
-    r = guest.run("insmod", BLK_KO, f"target={rdma['KDAT_TEST_ADDR']}",
-                  f"port={target.port}", "queue_depth=16", check=False)
-    assert r.returncode != 0 and not guest.module_loaded("kdat_blk")
+    load_initiator()
+    with pytest.raises(OSError):
+        blkctl.connect(target=rdma["KDAT_TEST_ADDR"], port=target.port, queue_depth=16)
+    assert blkctl.controllers() == []
     lines = kernel_log.new_lines()
     assert any(f"refused queue 0 from {rdma['KDAT_TEST_ADDR']}: depth 16 (this target takes 1-8)"
                in line for line in lines)
@@ -180,15 +218,169 @@ def test_a_filesystem_keeps_its_files_across_unmount_and_a_new_connection(ramdis
             f.write(data)
         digests[f"f{i}"] = hashlib.sha256(data).hexdigest()
     guest.run("umount", MNT)
-    # a new initiator, new connections: what is on the target's disk is what was written
-    assert guest.unload_module("kdat_blk").returncode == 0
-    initiator(nr_queues=1, queue_depth=4)
+    # a new controller, new connections: what is on the target's disk is what was written
+    blkctl.disconnect("kdatb0")
+    assert not os.path.exists(DEV) and blkctl.controllers() == []
+    assert initiator(nr_queues=1, queue_depth=4) == "kdatb0"
     guest.run("fsck.ext4", "-n", "-f", DEV)
     guest.run("mount", DEV, MNT)
     for name, digest in digests.items():
         with open(os.path.join(MNT, name), "rb") as f:
             assert hashlib.sha256(f.read()).hexdigest() == digest, name
     guest.run("umount", MNT)
+
+
+def dd_sha256(*args):
+    """sha256 of what dd writes to its stdout (of=/dev/stdout for a read)."""
+    r = subprocess.run(["dd", *args, "status=none"], capture_output=True, check=True)
+    return hashlib.sha256(r.stdout).hexdigest()
+
+
+def test_controllers_are_made_shown_and_removed_at_run_time(ramdisk, blk, rdma, kernel_log):
+    """Two controllers on one export, each its own disk: what one writes the other reads; each
+    shows its address, local device, queues and counters in sysfs; one removed by its
+    delete_controller leaves the other serving, and its name is free again.  The first names no
+    ia_name and takes the route's (the target's own address here); an open file makes one
+    controller."""
+    target, initiator = blk
+    target(ramdisk)
+    a = initiator(nr_queues=1, queue_depth=4, ia_name=None)
+    b = initiator(nr_queues=2, queue_depth=8)
+    assert (a, b) == ("kdatb0", "kdatb1") and blkctl.controllers() == [a, b]
+    addr = rdma["KDAT_TEST_ADDR"]
+    assert blkctl.attr(a, "address") == f"target={addr},port={target.port}"
+    assert blkctl.attr(a, "local") == addr, "the route to a local address leaves from it"
+    assert blkctl.attr(b, "local") == rdma["KDAT_TEST_NETDEV"]
+    assert [blkctl.attr(b, x) for x in ("state", "queues", "queue_depth", "resets", "reconnects")] \
+        == ["live", "2", "8", "0", "0"]
+    wait_for(lambda: blk_param("queues", "kdat_blkt") == "3", 10, "the target has not 3 queues")
+    data = os.urandom(1 << 20)
+    digest = hashlib.sha256(data).hexdigest()
+    with open("/tmp/kdat-blk-data", "wb") as f:
+        f.write(data)
+    guest.run("dd", "if=/tmp/kdat-blk-data", f"of=/dev/{a}", "bs=64k", "seek=64", "oflag=direct",
+              "status=none")
+    assert dd_sha256(f"if=/dev/{b}", "bs=64k", "skip=64", "count=16", "iflag=direct") == digest
+    blkctl.disconnect(a)
+    assert blkctl.controllers() == [b] and not os.path.exists(f"/dev/{a}")
+    assert any(f"kdat_blk: {a}: deleted" in line for line in kernel_log.new_lines())
+    wait_for(lambda: blk_param("queues", "kdat_blkt") == "2", 10, "the target kept a's queue")
+    assert dd_sha256(f"if=/dev/{b}", "bs=64k", "skip=64", "count=16", "iflag=direct") == digest
+    fd = os.open(blkctl.CONTROL, os.O_RDWR)
+    try:
+        os.write(fd, f"target={addr},port={target.port}".encode())
+        assert os.read(fd, 128) == f"instance=0,name={a}\n".encode()
+        with pytest.raises(OSError):
+            os.write(fd, f"target={addr},port={target.port}".encode())
+    finally:
+        os.close(fd)
+    assert blkctl.controllers() == [a, b]
+    assert any("one controller per open of /dev/kdat-blk" in line
+               for line in kernel_log.new_lines())
+
+
+def kdatctl(*argv):
+    return subprocess.run([KDATCTL, *argv], capture_output=True, text=True, timeout=60)
+
+
+def test_kdatctl_blk_connects_lists_and_disconnects(ramdisk, blk, rdma):
+    """The administrator's commands: connect prints the name, list shows what sysfs has (text and
+    JSON), a refused connect and an unknown name exit 1 with the reason."""
+    target, _ = blk
+    target(ramdisk)
+    load_initiator()
+    r = kdatctl("blk", "connect", "-t", rdma["KDAT_TEST_ADDR"], "-p", str(target.port),
+                "--nr-queues", "1", "--queue-depth", "4", "--ctrl-loss-tmo", "-1")
+    assert r.returncode == 0 and r.stdout == "kdatb0\n", (r.stdout, r.stderr)
+    listing = json.loads(kdatctl("-j", "blk", "list").stdout)["controllers"]
+    assert [(c["name"], c["state"], c["queues"], c["queue_depth"], c["ctrl_loss_tmo"],
+             c["local"]) for c in listing] == \
+        [("kdatb0", "live", 1, 4, -1, rdma["KDAT_TEST_ADDR"])], listing
+    text = kdatctl("blk", "list").stdout
+    assert text.startswith("kdatb0  live  target=") and "queues 1x4" in text, text
+    bad = kdatctl("blk", "connect", "-t", rdma["KDAT_TEST_ADDR"], "-p", str(target.port),
+                  "--queue-depth", "0")
+    assert bad.returncode == 1 and "kdat_blk refused" in bad.stderr and \
+        "Invalid argument" in bad.stderr, bad.stderr
+    assert kdatctl("blk", "disconnect", "kdatb0").returncode == 0
+    assert blkctl.controllers() == [] and not os.path.exists(DEV)
+    gone = kdatctl("blk", "disconnect", "kdatb0")
+    assert gone.returncode == 1 and "no controller kdatb0" in gone.stderr, gone.stderr
+    assert json.loads(kdatctl("-j", "blk", "list").stdout) == {"controllers": []}
+
+
+TRACING = "/sys/kernel/tracing"
+
+
+class BlkTrace:
+    """events/kdat_blk on an empty buffer until stop(); enabling and disabling patch kernel text,
+    which is done with one CPU online (guest.OneCpu)."""
+
+    @staticmethod
+    def mount():
+        if not os.path.exists(os.path.join(TRACING, "trace")):
+            guest.run("mount", "-t", "tracefs", "nodev", TRACING)
+
+    def __init__(self):
+        self.mount()
+        self._write("tracing_on", "0")
+        self._write("trace", "")
+        with guest.OneCpu():
+            self._write("events/kdat_blk/enable", "1")
+        self._write("tracing_on", "1")
+
+    @staticmethod
+    def _write(name, value):
+        with open(os.path.join(TRACING, name), "w") as f:
+            f.write(value)
+
+    def text(self):
+        with open(os.path.join(TRACING, "trace")) as f:
+            return f.read()
+
+    def stop(self):
+        with guest.OneCpu():
+            self._write("events/kdat_blk/enable", "0")
+        self._write("trace", "")
+
+
+def test_controller_states_refusals_and_io_errors_are_traced(ramdisk, blk, rdma):
+    """An operator follows a controller without its log: a refused queue with the target's reason,
+    every state change, and each request failed, in words (their formats carry numbers only,
+    which perf and trace-cmd decode)."""
+    target, initiator = blk
+    target(ramdisk, max_queue_depth=8)
+    load_initiator()
+    BlkTrace.mount()
+    for event in ("kdat_blk_state", "kdat_blk_refused", "kdat_blk_io_error"):
+        with open(os.path.join(TRACING, "events", "kdat_blk", event, "format")) as f:
+            fmt = f.read().split("print fmt:", 1)[1]
+        assert not re.findall(r"\bKBLK_\w+", fmt), f"{event}'s format names an enum: {fmt}"
+    trace = BlkTrace()
+    try:
+        with pytest.raises(OSError):
+            blkctl.connect(target=rdma["KDAT_TEST_ADDR"], port=target.port, nr_queues=1,
+                           queue_depth=16)
+        name = initiator(nr_queues=1, queue_depth=4, ctrl_loss_tmo=0)
+        initiator.expect_resets = True
+        assert guest.unload_module("kdat_blkt").returncode == 0
+        wait_for(lambda: blkctl.attr(name, "state") == "dead", 30, "the controller did not give up")
+        fd = os.open(f"/dev/{name}", os.O_RDONLY | os.O_DIRECT)
+        try:
+            with mmap.mmap(-1, 4096) as buf, pytest.raises(OSError):
+                os.preadv(fd, [buf], 8192)
+        finally:
+            os.close(fd)
+        text = trace.text()
+    finally:
+        trace.stop()
+    assert re.search(r"kdat_blk_refused: ctrl=kdatb0 qid=0 reason=DEPTH$", text, re.M), text
+    states = re.findall(r"kdat_blk_state: ctrl=(kdatb0) (\w+) -> (\w+)$", text, re.M)
+    assert [(a, b) for _, a, b in states] == [
+        ("connecting", "resetting"), ("resetting", "dead"), ("dead", "deleting"),  # refused
+        ("connecting", "live"), ("live", "resetting"), ("resetting", "dead")], text
+    assert re.search(r"kdat_blk_io_error: ctrl=kdatb0 qid=0 tag=\d+ op=READ sector=16 bytes=4096 "
+                     r"error=-5$", text, re.M), text
 
 
 @pytest.mark.parametrize("rw,bs,iodepth,queue_depth,kib,fio_args,inline", [
@@ -302,8 +494,9 @@ def test_the_target_unloaded_and_reloaded_mid_verify_loses_nothing(ramdisk, blk,
     assert blk_param("state") == "live"
 
     def resumes_in(lines):
-        return [int(m.group(1)) for m in (re.search(r"kdat_blk: connected again after (\d+) ms", line)
-                                          for line in lines) if m]
+        found = (re.search(r"kdat_blk: kdatb0: connected again after (\d+) ms", line)
+                 for line in lines)
+        return [int(m.group(1)) for m in found if m]
 
     lines = kernel_log.new_lines()
     earlier, resumes = resumes_in(lines[:before_unload]), resumes_in(lines[before_unload:])
@@ -344,11 +537,9 @@ def test_rdma_device_removed_under_io_fails_io_then_everything_unloads(removable
         time.sleep(4)
         assert blk_param("state") == "connecting", "ctrl_loss_tmo -1 gave up"
         with pytest.raises(OSError):
-            with open("/sys/module/kdat_blk/parameters/ctrl_loss_tmo", "w") as f:
-                f.write("-2\n")
+            blkctl.set_attr("kdatb0", "ctrl_loss_tmo", -2)
         assert blk_param("ctrl_loss_tmo") == "-1"
-        with open("/sys/module/kdat_blk/parameters/ctrl_loss_tmo", "w") as f:
-            f.write("3\n")
+        blkctl.set_attr("kdatb0", "ctrl_loss_tmo", 3)
         wait_for(lambda: blk_param("state") == "dead", 60, "I/O did not fail after 3 s")
         out, _ = run.communicate(timeout=120)
     finally:
@@ -365,9 +556,10 @@ def test_rdma_device_removed_under_io_fails_io_then_everything_unloads(removable
 
 # ---- a peer that is not kdat_blk ----------------------------------------------------------------
 
-def kblk_connect(qid, nr_queues, depth=8):
-    """struct kblk_connect as hex (kmod/blk/kdat_blk_proto.h)."""
-    return struct.pack("<IHHHH", KBLK_MAGIC, 1, qid, depth, nr_queues).hex()
+def kblk_connect(qid, nr_queues, depth=8, ctrl_id=1):
+    """struct kblk_connect as hex (kmod/blk/kdat_blk_proto.h): version 2, a made-up host id."""
+    return struct.pack("<IHHHHIQ16s", KBLK_MAGIC, 2, qid, depth, nr_queues, 0, ctrl_id,
+                       bytes(range(16))).hex()
 
 
 def kblk_reject(reason):
@@ -450,6 +642,12 @@ def test_a_host_connecting_a_queue_again_ends_its_old_connection(ramdisk, blk, r
     assert any(f"queue 0 from {rdma['KDAT_TEST_ADDR']} connects again" in line
                for line in kernel_log.new_lines())
     wait_for(lambda: target_queues() == 1, 10, "the old queue was not freed")
+    # another controller of the same host has a queue 0 of its own
+    other = raw_queues(target.port, kblk_connect(0, 1, ctrl_id=2))
+    assert other.first.startswith("established "), other.first
+    wait_for(lambda: target_queues() == 2, 10, "the other controller's queue is not counted")
+    assert new.line(2) is None, "the other controller's connect ended this one"
+    other.close()
     new.close()
     wait_for(lambda: target_queues() == 0, 10, "the queue was not freed after its disconnect")
 

@@ -50,6 +50,7 @@ def root(rdma, tmp_path_factory):
         yield str(merged)
     finally:
         guest.run("rmmod", "kdat_pkgtest", check=False)
+        guest.run("rmmod", "kdat_blk", check=False)
         # rmmod, not modprobe -r: the guest's own modules.dep does not know the packaged kdat
         deadline = time.monotonic() + 15
         while guest.module_loaded() and guest.unload_module().returncode != 0:
@@ -87,6 +88,22 @@ def test_modprobe_loads_the_kdat_dkms_built(loaded, kernel_log):
     signer = _in(loaded, "modinfo", "-F", "signer", path).stdout.strip()
     assert signer, "DKMS did not sign kdat.ko"
     assert os.path.exists("/dev/kdat")
+
+
+def test_modprobe_loads_the_block_initiator_dkms_built_and_kdatctl_drives_it(loaded):
+    kver = os.uname().release
+    path = _in(loaded, "modinfo", "-n", "kdat_blk").stdout.strip()
+    assert path in (f"/lib/modules/{kver}/updates/dkms/kdat_blk.ko{z}" for z in ("", ".xz")), path
+    _in(loaded, "modprobe", "kdat_blk")
+    try:
+        assert os.path.exists("/dev/kdat-blk")
+        assert json.loads(_in(loaded, "kdatctl", "-j", "blk", "list").stdout) == \
+            {"controllers": []}
+        refused = _in(loaded, "kdatctl", "blk", "connect", "-t", "192.0.2.1", "-p", "9",
+                      "--queue-depth", "0", check=False)
+        assert refused.returncode == 1 and "kdat_blk refused" in refused.stderr, refused.stderr
+    finally:
+        _in(loaded, "rmmod", "kdat_blk", check=False)
 
 
 def test_the_packaged_udev_rule_loads_kdat_and_sets_the_nodes_mode(loaded):

@@ -29,6 +29,8 @@ def test_install_puts_the_module_rule_libraries_tools_and_kernel_headers_in_plac
     info = subprocess.run(["modinfo", "-F", "version", str(ko)], capture_output=True, text=True,
                           check=True).stdout.strip()
     assert info == version, "MODULE_VERSION is not include/kdat/version.h's"
+    for module in ("kdat_blk", "kdat_blkt"):    # the block driver pair, beside it
+        assert (ko.parent / f"{module}.ko").is_file(), module
     rules = list(installed.glob("**/udev/rules.d/99-kdat.rules"))
     assert len(rules) == 1, "the udev rule is not installed"
     text = rules[0].read_text()

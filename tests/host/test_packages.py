@@ -68,6 +68,8 @@ def test_each_package_holds_what_it_promises(debs):
     src = f"/usr/src/kdat-{version}"
     want = {
         "kdat-dkms": {f"{src}/dkms.conf", f"{src}/kmod/Kbuild", f"{src}/kmod/kdat_ep.c",
+                      f"{src}/kmod/blk/Kbuild", f"{src}/kmod/blk/kdat_blk.c",
+                      f"{src}/kmod/blk/kdat_blkt.c", f"{src}/kmod/blk/kdat_blk_proto.h",
                       f"{src}/include/kdat/kdat.h", f"{src}/include/kdat/uapi/kdat.h",
                       f"{src}/dkms-symvers", "/lib/udev/rules.d/99-kdat.rules",
                       "/usr/lib/sysusers.d/kdat.conf", "/usr/share/man/man7/kdat.7.gz"},
@@ -127,6 +129,14 @@ def test_the_packages_install_into_a_throwaway_root(pkgroot):
         info = [subprocess.run(["modinfo", "-F", field, ko], capture_output=True, text=True,
                                check=True).stdout.strip() for field in ("version", "vermagic")]
         assert info[0] == version and info[1].startswith(kver + " "), (kver, info)
+        # and the block driver pair, against that kdat.ko
+        for module in ("kdat_blk", "kdat_blkt"):
+            blk = [p for p in (_at(pkgroot, f"lib/modules/{kver}/updates/dkms/{module}.ko{z}")
+                               for z in ("", ".xz")) if os.path.isfile(p)]
+            assert len(blk) == 1, f"no DKMS-built {module}.ko for {kver}"
+            depends = subprocess.run(["modinfo", "-F", "depends", blk[0]], capture_output=True,
+                                     text=True, check=True).stdout.strip()
+            assert "kdat" in depends.split(","), (module, kver, depends)
         symvers = os.path.join(pkgroot, "usr/src", f"kdat-{version}", kver, "Module.symvers")
         with open(symvers) as f:
             assert re.search(r"^0x[0-9a-f]+\tkdat_ep_connect\t", f.read(), re.M)
@@ -193,6 +203,7 @@ def test_purge_takes_away_what_the_packages_added(pkgroot, tmp_path):
         assert _dat_conf(merged) == _dat_conf("/")
         assert not (merged / "lib/modules" / kver / "updates/dkms/kdat.ko").exists()
         assert not (merged / "lib/modules" / kver / "updates/dkms/kdat.ko.xz").exists()
+        assert not list((merged / "lib/modules" / kver / "updates/dkms").glob("kdat_blk*"))
         assert (merged / "lib/modules" / kver / "kernel").is_dir()  # the path is right
         assert not (merged / "usr/src" / f"kdat-{version}").exists()
         left = run("dkms", "status", "kdat", check=False)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from kdat_harness import guest
+from kdat_harness import blk as blkctl, guest
 from kdat_harness.guest import wait_for
 from kdat_harness.dat import next_port
 from wire_helpers import record
@@ -21,16 +21,14 @@ DEV = "/dev/kdatb0"
 
 
 def blk_param(name):
-    with open(f"/sys/module/kdat_blk/parameters/{name}") as f:
-        return f.read().strip()
+    return blkctl.attr("kdatb0", name)
 
 
 def give_up_now():
     """The initiator fails what waits for the target at its next attempt (ctrl_loss_tmo is
     writable): a test that failed with the target away ends its I/O without waiting for it."""
     if blk_param("state") != "live":
-        with open("/sys/module/kdat_blk/parameters/ctrl_loss_tmo", "w") as f:
-            f.write("0\n")
+        blkctl.set_attr("kdatb0", "ctrl_loss_tmo", 0)
 
 
 def fio(*args):
@@ -71,10 +69,11 @@ def test_the_target_host_powered_off_under_writes_and_back(link, peer, remote_ta
     # fail the writes EIO, and this test is about the return, not the give-up
     # (tests/guest/test_blk.py has that).
     remote_target()
-    r = guest.run("insmod", BLK_KO, f"target={link.peer_addr}", f"port={remote_target.port}",
-                  f"ia_name={link.netdev}", "nr_queues=2", "queue_depth=8", "reconnect_delay=1",
-                  "ctrl_loss_tmo=-1", check=False)
+    r = guest.run("insmod", BLK_KO, check=False)
     assert r.returncode == 0, r.stderr
+    # no ia_name: the controller takes the device of the route to the target (the link's)
+    assert blkctl.connect(target=link.peer_addr, port=remote_target.port, nr_queues=2,
+                          queue_depth=8, reconnect_delay=1, ctrl_loss_tmo=-1) == "kdatb0"
     wait_for(lambda: os.path.exists(DEV), 30, f"{DEV} did not appear")
     run = fio("--rw=randwrite", "--size=48M")
     try:

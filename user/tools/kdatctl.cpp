@@ -1,7 +1,7 @@
 // kdatctl: the operator's view of kdat: the module's version, every object table this user may
 // see (its own processes', and with CAP_SYS_ADMIN everybody's and the kernel consumers'), a live
 // trace of state changes, and the connection counters of IAs, devices and the module.  Reads the
-// shared tables; never changes anything.
+// shared tables and never changes them; `kdatctl blk` makes and removes kdat_blk's controllers.
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "blk.hpp"
 #include "devices.hpp"
 #include "render.hpp"
 
@@ -542,6 +543,47 @@ int main(int argc, char **argv) {
       "devices",
       "every RDMA device port, its state and link layer, and the netdev and addresses "
       "that name it as an IA (works without the module)");
+  auto *blk = app.add_subcommand(
+      "blk", "kdat_blk's block controllers: connect one, disconnect one, list them");
+  blk->require_subcommand(1);
+  kdatctl::BlkConnect blk_connect;
+  std::vector<std::string> blk_names;
+  auto *blk_connect_cmd = blk->add_subcommand(
+      "connect",
+      "make a controller and its disk (/dev/kdatbN) from a kdat_blkt target; prints its name");
+  blk_connect_cmd
+      ->add_option("-t,--target", blk_connect.target, "the target's IPv4 or IPv6 address")
+      ->option_text("ADDRESS")
+      ->required();
+  blk_connect_cmd->add_option("-p,--port", blk_connect.port, "the target's port")
+      ->option_text("PORT")
+      ->check(CLI::Range(1, 65535))
+      ->required();
+  blk_connect_cmd
+      ->add_option("-i,--ia-name", blk_connect.ia_name,
+                   "the local netdev or address to connect from (default: the route's)")
+      ->option_text("NAME");
+  blk_connect_cmd->add_option("--nr-queues", blk_connect.nr_queues, "hardware queues (1-16)")
+      ->option_text("N");
+  blk_connect_cmd
+      ->add_option("--queue-depth", blk_connect.queue_depth, "requests per queue (1-128)")
+      ->option_text("N");
+  blk_connect_cmd
+      ->add_option("--ctrl-loss-tmo", blk_connect.ctrl_loss_tmo,
+                   "seconds to reconnect before I/O fails (-1: for ever)")
+      ->option_text("S");
+  blk_connect_cmd
+      ->add_option("--reconnect-delay", blk_connect.reconnect_delay,
+                   "most seconds between reconnect attempts (1-3600)")
+      ->option_text("S");
+  blk_connect_cmd
+      ->add_option("--io-timeout", blk_connect.io_timeout,
+                   "seconds before an unanswered request resets the connection")
+      ->option_text("S");
+  auto *blk_disconnect_cmd =
+      blk->add_subcommand("disconnect", "remove controllers and their disks by name (kdatbN)");
+  blk_disconnect_cmd->add_option("NAME", blk_names, "the controllers")->required();
+  auto *blk_list_cmd = blk->add_subcommand("list", "every controller, its state and counters");
   auto *help = app.add_subcommand("help", "print this help and exit");
 
   try {
@@ -559,7 +601,8 @@ int main(int argc, char **argv) {
     std::cout << app.help("", CLI::AppFormatMode::All);
     return 0;
   }
-  const bool any_command = *version || *list || *watch || *show || *counters || *totals || *devices;
+  const bool any_command =
+      *version || *list || *watch || *show || *counters || *totals || *devices || *blk;
   if (!any_command && !version_flag) return usage_error("no command");
   try {
     if (!interval_arg.empty()) {
@@ -581,6 +624,28 @@ int main(int argc, char **argv) {
         kdatctl::render_ports_json(std::cout, ports);
       } else {
         kdatctl::render_ports_text(std::cout, ports);
+      }
+      return 0;
+    }
+    if (*blk_connect_cmd) {
+      const auto name = kdatctl::blk_connect(blk_connect);
+      if (opt.json) {
+        kdatctl::print_json(std::cout, kdatctl::Json{{"name", name}});
+      } else {
+        std::cout << name << '\n';
+      }
+      return 0;
+    }
+    if (*blk_disconnect_cmd) {
+      for (const auto &name : blk_names) kdatctl::blk_disconnect(name);
+      return 0;
+    }
+    if (*blk_list_cmd) {
+      const auto controllers = kdatctl::blk_list();
+      if (opt.json) {
+        kdatctl::render_blk_json(std::cout, controllers);
+      } else {
+        kdatctl::render_blk_text(std::cout, controllers);
       }
       return 0;
     }
