@@ -101,12 +101,16 @@ TEST(Seqcount, ConcurrentWriterNeverYieldsATornCopy) {
   constexpr std::size_t words = sizeof(kdat_record) / 4;
   constexpr std::uint64_t wanted_copies = 500;
   constexpr std::uint64_t wanted_values = 20;
-  std::atomic<bool> stop{false};
-  std::thread writer([&] {
-    for (std::uint32_t v = 1; !stop; ++v) {
+  // A jthread: a failed assertion returns from the test, and the writer is stopped and joined
+  // on that path too.  The writer yields between writes, as the module's writers are idle
+  // between state changes: a writer that never pauses can keep a reader on a busy host from
+  // ever finding a stable copy, which read() reports after a second.
+  std::jthread writer([&t](const std::stop_token &stop) {
+    for (std::uint32_t v = 1; !stop.stop_requested(); ++v) {
       t.begin(1);
       for (std::size_t w = 1; w < words; ++w) t.poke(1, w, v);
       t.finish(1);
+      std::this_thread::yield();
     }
   });
   std::uint64_t copies = 0;
@@ -123,7 +127,7 @@ TEST(Seqcount, ConcurrentWriterNeverYieldsATornCopy) {
     last = w[1];
     ++copies;
   }
-  stop = true;
+  writer.request_stop();
   writer.join();
   EXPECT_GE(copies, wanted_copies);
   EXPECT_GE(values, wanted_values) << "the copies did not overlap the writer's writes";
